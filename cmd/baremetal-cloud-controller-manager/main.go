@@ -1,0 +1,77 @@
+// Command baremetal-cloud-controller-manager is the Kubernetes cloud
+// controller manager for machines their owners run themselves.
+package main
+
+import (
+	"os"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	"k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	"k8s.io/component-base/cli"
+	cliflag "k8s.io/component-base/cli/flag"
+	_ "k8s.io/component-base/logs/json/register"          // optional JSON log format
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/provider"
+)
+
+const commandName = "baremetal-cloud-controller-manager"
+
+func main() {
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		klog.Fatalf("unable to initialize command options: %v", err)
+	}
+	// The provider is built in, so --cloud-provider may be left out.
+	opts.KubeCloudShared.CloudProvider.Name = provider.ProviderName
+
+	fss := cliflag.NamedFlagSets{}
+	pvLabel := &pvLabelOptions{Workers: 2}
+	pvLabel.AddFlags(fss.FlagSet("pv-label controller"))
+
+	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, wait.NeverStop)
+	command.Use = commandName
+	os.Exit(cli.Run(command))
+}
+
+// controllerInitializers is the framework's default set, each with a client
+// name of its own (so the API server's audit log and metrics tell them
+// apart), plus the PersistentVolume label controller.
+func controllerInitializers(pvLabel *pvLabelOptions) map[string]app.ControllerInitFuncConstructor {
+	clientNames := map[string]string{
+		names.CloudNodeController:          "baremetal-cloud-node-controller",
+		names.CloudNodeLifecycleController: "baremetal-cloud-node-lifecycle-controller",
+		names.ServiceLBController:          "baremetal-service-lb-controller",
+		names.NodeRouteController:          "baremetal-node-route-controller",
+	}
+	constructors := map[string]app.ControllerInitFuncConstructor{}
+	for name, c := range app.DefaultInitFuncConstructors {
+		if clientName, ok := clientNames[name]; ok {
+			c.InitContext.ClientName = clientName
+		}
+		constructors[name] = c
+	}
+	constructors[pvLabelControllerName] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: "baremetal-pv-label-controller"},
+		Constructor: pvLabel.startFunc,
+	}
+	return constructors
+}
+
+func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
+	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
+	cloud, err := cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
+	if err != nil {
+		klog.Fatalf("Cloud provider could not be initialized: %v", err)
+	}
+	if cloud == nil {
+		klog.Fatalf("Cloud provider %q is not built into %s", shared.Name, commandName)
+	}
+	return cloud
+}

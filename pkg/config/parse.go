@@ -1,0 +1,159 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads, parses, defaults and validates the cloud-config file at path.
+func Load(path string) (*Config, error) {
+	cfg, _, err := LoadWithContent(path)
+	return cfg, err
+}
+
+// Parse parses, defaults and validates a cloud config. Unknown fields and
+// values of the wrong type are errors that name the field path.
+func Parse(data []byte) (*Config, error) {
+	cfg := &Config{}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty")
+		}
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, errors.New("the file holds more than one YAML document")
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if isNull(root) {
+		return nil, errors.New("the file is empty")
+	}
+	if errs := checkShape(root, reflect.TypeOf(cfg).Elem(), ""); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := root.Decode(cfg); err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
+}
+
+// checkShape walks the YAML tree beside the Go type it will be decoded into
+// and reports, by field path, every key the type does not have and every
+// scalar that does not fit its field.
+func checkShape(n *yaml.Node, t reflect.Type, path string) []error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if isNull(n) {
+		return nil
+	}
+	at := func() string {
+		if path == "" {
+			return fmt.Sprintf("(line %d)", n.Line)
+		}
+		return fmt.Sprintf("%s (line %d)", path, n.Line)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return []error{fmt.Errorf("%s: must be a mapping", at())}
+		}
+		fields := yamlFields(t)
+		var errs []error
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			f, ok := fields[key.Value]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: unknown field %q", join(path, key.Value), key.Value))
+				continue
+			}
+			errs = append(errs, checkShape(val, f.Type, join(path, key.Value))...)
+		}
+		return errs
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return []error{fmt.Errorf("%s: must be a list", at())}
+		}
+		var errs []error
+		for i, item := range n.Content {
+			errs = append(errs, checkShape(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return errs
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return []error{fmt.Errorf("%s: must be a mapping", at())}
+		}
+		var errs []error
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			errs = append(errs, checkShape(val, t.Elem(), fmt.Sprintf("%s[%q]", path, key.Value))...)
+		}
+		return errs
+	default:
+		if n.Kind != yaml.ScalarNode {
+			return []error{fmt.Errorf("%s: must be a single value, not a %s", at(), kindName(n.Kind))}
+		}
+		if t.Kind() == reflect.String && n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float" && n.Tag != "!!bool" {
+			return []error{fmt.Errorf("%s: must be a string", at())}
+		}
+		v := reflect.New(t)
+		if err := n.Decode(v.Interface()); err != nil {
+			return []error{fmt.Errorf("%s: %q is not a valid %s", at(), n.Value, t.Kind())}
+		}
+		return nil
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	}
+	return "value"
+}
+
+// yamlFields maps the YAML keys of a struct type to its fields.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	fields := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = f
+	}
+	return fields
+}

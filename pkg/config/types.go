@@ -1,0 +1,115 @@
+// Package config defines the cloud-config file of the baremetal cloud
+// provider: its schema, defaults, validation and loading.
+//
+// It is a pure package: it knows nothing of Kubernetes API objects.
+package config
+
+// Config is the whole cloud-config file.
+type Config struct {
+	Inventory Inventory `yaml:"inventory"`
+}
+
+// UnlistedNodePolicy says what happens to a Node that matches no machine.
+type UnlistedNodePolicy string
+
+const (
+	// UnlistedReject leaves an unlisted Node uninitialised and reports it.
+	UnlistedReject UnlistedNodePolicy = "reject"
+	// UnlistedAllow initialises an unlisted Node with the inventory defaults.
+	UnlistedAllow UnlistedNodePolicy = "allow"
+)
+
+// PowerState is the recorded power state of a machine.
+type PowerState string
+
+const (
+	PowerOn  PowerState = "on"
+	PowerOff PowerState = "off"
+)
+
+// Inventory lists the machines and storage systems of the site.
+type Inventory struct {
+	Defaults      Defaults           `yaml:"defaults"`
+	UnlistedNodes UnlistedNodePolicy `yaml:"unlistedNodes"`
+	Machines      []Machine          `yaml:"machines"`
+	Storage       []StorageSystem    `yaml:"storage"`
+}
+
+// Defaults apply to every machine (and unlisted Node, under "allow") that
+// does not set its own value.
+type Defaults struct {
+	Zone         string `yaml:"zone"`
+	Region       string `yaml:"region"`
+	InstanceType string `yaml:"instanceType"`
+}
+
+// Machine is one server the cluster may run a Node on.
+type Machine struct {
+	// Name matches the Node name.
+	Name string `yaml:"name"`
+	// Hostnames are further names a Node of this machine may have.
+	Hostnames    []string          `yaml:"hostnames"`
+	ProviderID   string            `yaml:"providerID"`
+	InstanceType string            `yaml:"instanceType"`
+	Zone         string            `yaml:"zone"`
+	Region       string            `yaml:"region"`
+	Addresses    []Address         `yaml:"addresses"`
+	Labels       map[string]string `yaml:"labels"`
+	PowerState   PowerState        `yaml:"powerState"`
+}
+
+// AddressType mirrors the Kubernetes NodeAddressType values.
+type AddressType string
+
+const (
+	AddressInternalIP  AddressType = "InternalIP"
+	AddressExternalIP  AddressType = "ExternalIP"
+	AddressHostname    AddressType = "Hostname"
+	AddressInternalDNS AddressType = "InternalDNS"
+	AddressExternalDNS AddressType = "ExternalDNS"
+)
+
+// Address is one address of a machine.
+type Address struct {
+	Type    AddressType `yaml:"type"`
+	Address string      `yaml:"address"`
+}
+
+// StorageSystem is a storage backend whose volumes live in one zone. A
+// PersistentVolume belongs to the first system, in file order, any of whose
+// matchers matches it.
+type StorageSystem struct {
+	Name   string      `yaml:"name"`
+	Zone   string      `yaml:"zone"`
+	Region string      `yaml:"region"`
+	NFS    *NFSMatch   `yaml:"nfs"`
+	ISCSI  *ISCSIMatch `yaml:"iscsi"`
+	Ceph   *CephMatch  `yaml:"ceph"`
+	CSI    []CSIMatch  `yaml:"csi"`
+}
+
+// NFSMatch matches in-tree NFS volumes by server and, optionally, export path.
+type NFSMatch struct {
+	Servers    []string `yaml:"servers"`
+	PathPrefix string   `yaml:"pathPrefix"`
+}
+
+// ISCSIMatch matches in-tree iSCSI volumes by target portal (host or
+// host:port; the port defaults to 3260) and, optionally, IQN prefix.
+type ISCSIMatch struct {
+	TargetPortals []string `yaml:"targetPortals"`
+	IQNPrefix     string   `yaml:"iqnPrefix"`
+}
+
+// CephMatch matches in-tree RBD and CephFS volumes by any of their monitors.
+type CephMatch struct {
+	Monitors []string `yaml:"monitors"`
+}
+
+// CSIMatch matches CSI volumes by driver name and, optionally, a volume
+// handle prefix and volume attributes that must all be equal.
+type CSIMatch struct {
+	Driver             string            `yaml:"driver"`
+	VolumeHandlePrefix string            `yaml:"volumeHandlePrefix"`
+	VolumeAttributes   map[string]string `yaml:"volumeAttributes"`
+}

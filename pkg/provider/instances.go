@@ -1,0 +1,90 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
+)
+
+// Every answer here comes from the config in force, which is always a valid
+// one already loaded: a file that cannot be read never turns into "this
+// instance does not exist", which would delete Nodes.
+
+// InstanceExists reports whether the Node's machine is in the inventory.
+// Under "unlistedNodes: allow" every Node exists.
+func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
+	inv := c.inventory()
+	if _, ok := inv.FindMachine(nodeKeys(node)); ok {
+		return true, nil
+	}
+	return inv.UnlistedNodes() == config.UnlistedAllow, nil
+}
+
+// InstanceShutdown reports whether the Node's machine is recorded as off.
+func (c *Cloud) InstanceShutdown(_ context.Context, node *v1.Node) (bool, error) {
+	m, ok := c.inventory().FindMachine(nodeKeys(node))
+	return ok && m.PowerState == config.PowerOff, nil
+}
+
+// InstanceMetadata describes the Node's machine. An unlisted Node under
+// "reject" gets an error, so the cloud node controller leaves it tainted
+// and retries, and a Warning Event that says what is missing.
+func (c *Cloud) InstanceMetadata(_ context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	inv := c.inventory()
+	keys := nodeKeys(node)
+	m, ok := inv.FindMachine(keys)
+	if !ok {
+		if inv.UnlistedNodes() == config.UnlistedAllow {
+			d := inv.Defaults()
+			klog.V(2).InfoS("Node is not in the inventory; using the defaults", "node", klog.KObj(node))
+			return &cloudprovider.InstanceMetadata{
+				ProviderID:    config.ProviderIDPrefix + node.Name,
+				InstanceType:  d.InstanceType,
+				Zone:          d.Zone,
+				Region:        d.Region,
+				NodeAddresses: node.Status.Addresses,
+			}, nil
+		}
+		err := fmt.Errorf("node %q matches no entry of inventory.machines in the cloud config (looked up by providerID %q, name, hostnames and addresses %v); add a machine named %q, or set inventory.unlistedNodes: allow", node.Name, keys.ProviderID, keys.Addresses, node.Name)
+		c.eventf(node, v1.EventTypeWarning, "MachineNotInInventory", "%v", err)
+		return nil, err
+	}
+	return machineMetadata(m, node), nil
+}
+
+func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMetadata {
+	md := &cloudprovider.InstanceMetadata{
+		ProviderID:   m.EffectiveProviderID(),
+		InstanceType: m.InstanceType,
+		Zone:         m.Zone,
+		Region:       m.Region,
+	}
+	for _, a := range m.Addresses {
+		md.NodeAddresses = append(md.NodeAddresses, v1.NodeAddress{Type: v1.NodeAddressType(a.Type), Address: a.Address})
+	}
+	if len(md.NodeAddresses) == 0 {
+		// Keep what the kubelet reported.
+		md.NodeAddresses = node.Status.Addresses
+	}
+	if len(m.Labels) > 0 {
+		md.AdditionalLabels = make(map[string]string, len(m.Labels))
+		for k, v := range m.Labels {
+			md.AdditionalLabels[k] = v
+		}
+	}
+	return md
+}
+
+func nodeKeys(node *v1.Node) inventory.NodeKeys {
+	k := inventory.NodeKeys{ProviderID: node.Spec.ProviderID, Name: node.Name}
+	for _, a := range node.Status.Addresses {
+		k.Addresses = append(k.Addresses, a.Address)
+	}
+	return k
+}

@@ -1,0 +1,172 @@
+// Package provider implements cloudprovider.Interface for machines their
+// owners run themselves. It is the only package where Kubernetes objects
+// meet the inventory: each file adapts one part of the interface.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
+)
+
+// ProviderName is the value of --cloud-provider that selects this provider.
+const ProviderName = "baremetal"
+
+// Environment variables (set through the downward API in deploy/) that name
+// the Pod the CCM runs in, so that config errors become Events on it.
+const (
+	envPodName      = "POD_NAME"
+	envPodNamespace = "POD_NAMESPACE"
+)
+
+func init() {
+	cloudprovider.RegisterCloudProvider(ProviderName, newFromReader)
+}
+
+// newFromReader is the factory the framework calls with the opened
+// --cloud-config file. The file is also watched by its path for changes.
+func newFromReader(r io.Reader) (cloudprovider.Interface, error) {
+	if r == nil {
+		return nil, errors.New("--cloud-config is required: the baremetal provider reads its inventory from it")
+	}
+	named, ok := r.(interface{ Name() string })
+	if !ok {
+		return nil, errors.New("the cloud config must be a file")
+	}
+	c, err := New(named.Name())
+	if err != nil {
+		return nil, err
+	}
+	go c.watcher.Run(context.Background())
+	return c, nil
+}
+
+// Cloud is the baremetal cloud provider.
+type Cloud struct {
+	configPath string
+	inv        atomic.Pointer[inventory.Inventory]
+	watcher    *config.Watcher
+
+	// recorder is set by Initialize; it is nil on a replica that has not
+	// become leader.
+	recorder atomic.Pointer[record.EventRecorderLogger]
+
+	mu        sync.Mutex
+	onReloads []func()
+}
+
+var _ cloudprovider.Interface = &Cloud{}
+
+// New loads the cloud config at path; it does not start watching it.
+func New(path string) (*Cloud, error) {
+	cfg, data, err := config.LoadWithContent(path)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cloud{configPath: path}
+	c.inv.Store(inventory.New(cfg.Inventory))
+	configLoaded(true)
+	klog.InfoS("Loaded cloud config", "path", path, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
+	c.watcher = config.NewWatcher(path, data)
+	c.watcher.OnReload = c.apply
+	c.watcher.OnError = c.reloadFailed
+	return c, nil
+}
+
+func (c *Cloud) inventory() *inventory.Inventory { return c.inv.Load() }
+
+// apply puts a new, valid config in force.
+func (c *Cloud) apply(cfg *config.Config) {
+	c.inv.Store(inventory.New(cfg.Inventory))
+	configLoaded(true)
+	klog.InfoS("Reloaded cloud config", "path", c.configPath, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
+	c.mu.Lock()
+	subscribers := append([]func(){}, c.onReloads...)
+	c.mu.Unlock()
+	for _, f := range subscribers {
+		f()
+	}
+}
+
+// reloadFailed reports a config that cannot be used; the last good one
+// stays in force, so nothing the cluster relies on changes.
+func (c *Cloud) reloadFailed(err error) {
+	configLoaded(false)
+	klog.ErrorS(err, "Cloud config not reloaded; the last good config stays in force", "path", c.configPath)
+	name, ns := os.Getenv(envPodName), os.Getenv(envPodNamespace)
+	if name == "" || ns == "" {
+		return
+	}
+	pod := &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns}
+	c.eventf(pod, v1.EventTypeWarning, "InvalidCloudConfig", "cloud config %s not reloaded, the last good one stays in force: %v", c.configPath, err)
+}
+
+// OnInventoryChange registers f to be called after every successful reload.
+func (c *Cloud) OnInventoryChange(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onReloads = append(c.onReloads, f)
+}
+
+func (c *Cloud) eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
+	if r := c.recorder.Load(); r != nil {
+		(*r).Eventf(obj, eventType, reason, format, args...)
+	}
+}
+
+// Initialize is called once this replica leads, before the controllers run.
+func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	client := clientBuilder.ClientOrDie("baremetal-cloud-provider")
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartStructuredLogging(0)
+	broadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "baremetal-cloud-provider"})
+	c.recorder.Store(&recorder)
+	go func() {
+		<-stop
+		broadcaster.Shutdown()
+	}()
+}
+
+// ProviderName implements cloudprovider.Interface.
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// HasClusterID implements cloudprovider.Interface. Nothing here is shared
+// between clusters by tags, so no cluster ID is needed.
+func (c *Cloud) HasClusterID() bool { return true }
+
+// InstancesV2 implements cloudprovider.Interface.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+
+// Instances is not implemented: InstancesV2 replaces it.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// Zones is not implemented: InstancesV2 reports zones.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not implemented.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// LoadBalancer is not implemented yet.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Routes is not implemented yet.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// String names the provider and its config in logs.
+func (c *Cloud) String() string { return fmt.Sprintf("%s(%s)", ProviderName, c.configPath) }
