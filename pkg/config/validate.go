@@ -74,7 +74,7 @@ func (c *Config) Validate() error {
 	checkLabelValue(add, d.Child("instanceType"), inv.Defaults.InstanceType)
 
 	// Every key a Node is matched by must point at one machine only.
-	names := map[string]string{}      // name or hostname -> machine
+	names := map[string]string{}       // name or hostname -> machine
 	providerIDs := map[string]string{} // provider ID -> machine
 	addresses := map[string]string{}   // address -> machine
 	for i := range inv.Machines {

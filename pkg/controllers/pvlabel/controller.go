@@ -150,4 +150,3 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	klog.InfoS("Labelled PersistentVolume with its topology", "persistentVolume", name, "labels", slices.Sorted(maps.Keys(missing)))
 	return nil
 }
-

@@ -1,0 +1,144 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const validConfig = `
+inventory:
+  defaults:
+    zone: rack-a
+    region: dc-1
+    instanceType: standard
+  machines:
+  - name: node-1
+    hostnames: [node-1.lab.example]
+    instanceType: big
+    addresses:
+    - {type: InternalIP, address: 10.0.0.1}
+    - {type: InternalIP, address: "fd00::1"}
+    - {type: Hostname, address: node-1.lab.example}
+    labels:
+      example.com/rack: "a1"
+  - name: node-2
+    providerID: custom://node-2
+    zone: rack-b
+    powerState: "off"
+  storage:
+  - name: nas
+    zone: rack-a
+    nfs:
+      servers: [10.0.1.5, nas.lab.example]
+    iscsi:
+      targetPortals: ["10.0.1.6", "[fd00::6]:3261"]
+    ceph:
+      monitors: ["10.0.1.7:6789"]
+    csi:
+    - driver: nfs.csi.k8s.io
+      volumeHandlePrefix: "10.0.1.5#"
+`
+
+func TestParseValid(t *testing.T) {
+	cfg, err := Parse([]byte(validConfig))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	inv := cfg.Inventory
+	if inv.UnlistedNodes != UnlistedReject {
+		t.Errorf("unlistedNodes defaulted to %q, want reject", inv.UnlistedNodes)
+	}
+	m1, m2 := inv.Machines[0], inv.Machines[1]
+	if m1.Zone != "rack-a" || m1.Region != "dc-1" || m1.InstanceType != "big" || m1.PowerState != PowerOn {
+		t.Errorf("node-1 after defaults: %+v", m1)
+	}
+	if m2.Zone != "rack-b" || m2.InstanceType != "standard" || m2.PowerState != PowerOff {
+		t.Errorf("node-2 after defaults: %+v", m2)
+	}
+	if got := m1.EffectiveProviderID(); got != "baremetal://node-1" {
+		t.Errorf("node-1 provider ID %q", got)
+	}
+	if got := m2.EffectiveProviderID(); got != "custom://node-2" {
+		t.Errorf("node-2 provider ID %q", got)
+	}
+	if inv.Storage[0].Region != "dc-1" {
+		t.Errorf("storage region not defaulted: %q", inv.Storage[0].Region)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	machine := func(body string) string {
+		return "inventory:\n  machines:\n  - name: a\n  - name: b\n" + body
+	}
+	tests := []struct {
+		name string
+		in   string
+		want []string // every one must appear in the error
+	}{
+		{"empty", "", []string{"empty"}},
+		{"not yaml", "inventory: [", []string{"not valid YAML"}},
+		{"unknown top-level field", "inventory: {}\nloadbalancer: {}\n", []string{`loadbalancer: unknown field "loadbalancer"`}},
+		{"unknown nested field", machine("  - name: c\n    adresses: []\n"), []string{`inventory.machines[2].adresses: unknown field "adresses"`}},
+		{"bad IP", machine("  - name: c\n  - name: d\n    addresses:\n    - {type: InternalIP, address: 10.0.0.300}\n"),
+			[]string{`inventory.machines[3].addresses[0].address: "10.0.0.300" is not an IP`}},
+		{"bad address type", machine("  - name: c\n    addresses:\n    - {type: PublicIP, address: 10.0.0.3}\n"),
+			[]string{`inventory.machines[2].addresses[0].type: "PublicIP" is not one of`}},
+		{"duplicate name", machine("  - name: a\n"), []string{`inventory.machines[2].name: "a" is already used by machine "a"`}},
+		{"duplicate provider ID", machine("  - name: c\n    providerID: baremetal://a\n"),
+			[]string{`inventory.machines[2].providerID: provider ID "baremetal://a" is already used by machine "a"`}},
+		{"duplicate address", "inventory:\n  machines:\n  - name: a\n    addresses: [{type: InternalIP, address: 10.0.0.1}]\n  - name: b\n    addresses: [{type: ExternalIP, address: 10.0.0.1}]\n",
+			[]string{`inventory.machines[1].addresses[0].address: "10.0.0.1" is already an address of machine "a"`}},
+		{"bad power state", machine("  - name: c\n    powerState: standby\n"), []string{`inventory.machines[2].powerState: "standby" is not one of on, off`}},
+		{"missing name", machine("  - zone: x\n"), []string{"inventory.machines[2].name: is required"}},
+		{"bad name", machine("  - name: Node_C\n"), []string{`inventory.machines[2].name: "Node_C" is not a valid Node name`}},
+		{"bad unlisted policy", "inventory:\n  unlistedNodes: maybe\n", []string{`inventory.unlistedNodes: "maybe" is not one of reject, allow`}},
+		{"kubernetes label", machine("  - name: c\n    labels: {node-role.kubernetes.io/worker: \"\"}\n"),
+			[]string{`inventory.machines[2].labels[node-role.kubernetes.io/worker]`, "kubernetes.io"}},
+		{"bad zone", machine("  - name: c\n    zone: \"rack a\"\n"), []string{`inventory.machines[2].zone: "rack a" is not a valid label value`}},
+		{"wrong type", "inventory:\n  machines: {name: a}\n", []string{"inventory.machines (line 2): must be a list"}},
+		{"list where string", "inventory:\n  machines:\n  - name: [a]\n", []string{"inventory.machines[0].name (line 3): must be a single value"}},
+		{"several errors at once", machine("  - name: a\n    powerState: x\n"), []string{"inventory.machines[2].name", "inventory.machines[2].powerState"}},
+		{"storage without matcher", "inventory:\n  storage:\n  - name: s\n    zone: z\n", []string{"inventory.storage[0]: needs at least one of nfs, iscsi, ceph, csi"}},
+		{"storage without zone", "inventory:\n  storage:\n  - name: s\n    nfs: {servers: [nas]}\n", []string{"inventory.storage[0]: needs a zone or a region"}},
+		{"storage bad portal", "inventory:\n  storage:\n  - name: s\n    zone: z\n    iscsi: {targetPortals: [\"10.0.0.1:99999\"]}\n",
+			[]string{`inventory.storage[0].iscsi.targetPortals[0]: "10.0.0.1:99999" has an invalid port`}},
+		{"storage duplicate", "inventory:\n  storage:\n  - {name: s, zone: z, nfs: {servers: [a]}}\n  - {name: s, zone: z, nfs: {servers: [b]}}\n",
+			[]string{`inventory.storage[1].name: "s" is already used`}},
+		{"csi without driver", "inventory:\n  storage:\n  - {name: s, zone: z, csi: [{volumeHandlePrefix: x}]}\n", []string{"inventory.storage[0].csi[0].driver: is required"}},
+		{"two documents", "inventory: {}\n---\ninventory: {}\n", []string{"more than one YAML document"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("Parse succeeded, want an error with %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\n does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNormalizeHostPort(t *testing.T) {
+	tests := []struct{ in, def, want string }{
+		{"10.0.0.1", "3260", "10.0.0.1:3260"},
+		{"10.0.0.1:3261", "3260", "10.0.0.1:3261"},
+		{"[fd00::1]:3260", "3260", "[fd00::1]:3260"},
+		{"fd00:0::1", "3260", "[fd00::1]:3260"},
+		{"NAS.example", "", "nas.example"},
+	}
+	for _, tt := range tests {
+		got, err := NormalizeHostPort(tt.in, tt.def)
+		if err != nil || got != tt.want {
+			t.Errorf("NormalizeHostPort(%q, %q) = %q, %v; want %q", tt.in, tt.def, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "a b", "10.0.0.1:0", "host:port"} {
+		if got, err := NormalizeHostPort(bad, "3260"); err == nil {
+			t.Errorf("NormalizeHostPort(%q) = %q, want an error", bad, got)
+		}
+	}
+}
