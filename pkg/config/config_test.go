@@ -142,3 +142,26 @@ func TestNormalizeHostPort(t *testing.T) {
 		}
 	}
 }
+
+func TestShippedExampleLoads(t *testing.T) {
+	cfg, err := Load("../../deploy/cloud-config.example.yaml")
+	if err != nil {
+		t.Fatalf("the example in deploy/ does not load: %v", err)
+	}
+	if len(cfg.Inventory.Machines) == 0 || len(cfg.Inventory.Storage) == 0 {
+		t.Errorf("the example has %d machines and %d storage systems; it should show both", len(cfg.Inventory.Machines), len(cfg.Inventory.Storage))
+	}
+	if cfg.Inventory.Machines[2].PowerState != PowerOff {
+		t.Errorf("an unquoted or quoted off must read as power state off, got %q", cfg.Inventory.Machines[2].PowerState)
+	}
+}
+
+func TestUnquotedOff(t *testing.T) {
+	cfg, err := Parse([]byte("inventory:\n  machines:\n  - name: a\n    powerState: off\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Inventory.Machines[0].PowerState; got != PowerOff {
+		t.Errorf("powerState: off read as %q", got)
+	}
+}

@@ -7,45 +7,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
-// configMapDir lays out a directory the way the kubelet mounts a ConfigMap:
-// the file is a symlink through "..data", which is swapped atomically.
-type configMapDir struct {
-	t   *testing.T
-	dir string
-	gen int
-}
-
-func (d *configMapDir) write(content string) {
-	d.t.Helper()
-	d.gen++
-	ts := filepath.Join(d.dir, "..2026_"+strings.Repeat("x", d.gen))
-	if err := os.Mkdir(ts, 0o755); err != nil {
-		d.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ts, "cloud.yaml"), []byte(content), 0o644); err != nil {
-		d.t.Fatal(err)
-	}
-	tmp := filepath.Join(d.dir, "..data_tmp")
-	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
-		d.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, "..data")); err != nil {
-		d.t.Fatal(err)
-	}
-	link := filepath.Join(d.dir, "cloud.yaml")
-	if _, err := os.Lstat(link); os.IsNotExist(err) {
-		if err := os.Symlink("..data/cloud.yaml", link); err != nil {
-			d.t.Fatal(err)
+func TestWatcherFollowsConfigMapSwap(t *testing.T) {
+	d := &framework.ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}
+	write := func(s string) {
+		t.Helper()
+		if err := d.Write(s); err != nil {
+			t.Fatal(err)
 		}
 	}
-}
-
-func TestWatcherFollowsConfigMapSwap(t *testing.T) {
-	d := &configMapDir{t: t, dir: t.TempDir()}
-	d.write("inventory:\n  machines:\n  - name: a\n")
-	path := filepath.Join(d.dir, "cloud.yaml")
+	write("inventory:\n  machines:\n  - name: a\n")
+	path := d.Path()
 	cfg, data, err := LoadWithContent(path)
 	if err != nil || len(cfg.Inventory.Machines) != 1 {
 		t.Fatalf("initial load: %v", err)
@@ -62,7 +37,7 @@ func TestWatcherFollowsConfigMapSwap(t *testing.T) {
 	go w.Run(ctx)
 	time.Sleep(100 * time.Millisecond) // let the watch start
 
-	d.write("inventory:\n  machines:\n  - name: a\n    powerState: sleeping\n")
+	write("inventory:\n  machines:\n  - name: a\n    powerState: sleeping\n")
 	select {
 	case err := <-failures:
 		if !strings.Contains(err.Error(), `inventory.machines[0].powerState: "sleeping"`) {
@@ -74,7 +49,7 @@ func TestWatcherFollowsConfigMapSwap(t *testing.T) {
 		t.Fatal("no error reported for an invalid config")
 	}
 
-	d.write("inventory:\n  machines:\n  - name: a\n  - name: b\n")
+	write("inventory:\n  machines:\n  - name: a\n  - name: b\n")
 	select {
 	case c := <-reloads:
 		if len(c.Inventory.Machines) != 2 {

@@ -1,0 +1,49 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// ConfigDir is a directory laid out the way the kubelet mounts a ConfigMap
+// or Secret: the file is a symlink through "..data", which each update
+// swaps atomically to a new timestamped directory.
+type ConfigDir struct {
+	Dir  string
+	File string // the file's name, e.g. cloud.yaml
+	gen  int
+}
+
+// Path is the path the CCM is given.
+func (d *ConfigDir) Path() string { return filepath.Join(d.Dir, d.File) }
+
+// Write publishes new content the way the kubelet does.
+func (d *ConfigDir) Write(content string) error {
+	d.gen++
+	ts := fmt.Sprintf("..2026_12_02_00_00_%02d.%d", d.gen%60, d.gen)
+	if err := os.MkdirAll(filepath.Join(d.Dir, ts), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(d.Dir, ts, d.File), []byte(content), 0o644); err != nil {
+		return err
+	}
+	old, _ := os.Readlink(filepath.Join(d.Dir, "..data"))
+	tmp := filepath.Join(d.Dir, "..data_tmp")
+	os.Remove(tmp)
+	if err := os.Symlink(ts, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(d.Dir, "..data")); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(d.Path()); os.IsNotExist(err) {
+		if err := os.Symlink(filepath.Join("..data", d.File), d.Path()); err != nil {
+			return err
+		}
+	}
+	if old != "" {
+		os.RemoveAll(filepath.Join(d.Dir, old))
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+// Package framework runs the test control plane (etcd and kube-apiserver,
+// built from source by hack/tools) and the real CCM binary against it.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// RepoRoot is the root of this repository.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// ToolsBin is where `make tools` puts kube-apiserver, etcd, kubectl and kubeadm.
+func ToolsBin() string { return filepath.Join(RepoRoot(), "hack", "tools", "bin") }
+
+// EnsureTools builds the test control plane if it is not built yet.
+func EnsureTools() error {
+	for _, b := range []string{"kube-apiserver", "etcd", "kubectl", "kubeadm"} {
+		if _, err := os.Stat(filepath.Join(ToolsBin(), b)); err != nil {
+			cmd := exec.Command("make", "-C", RepoRoot(), "tools")
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("building the test control plane (make tools): %w", err)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// Cluster is a running etcd and kube-apiserver with RBAC on, listening on
+// loopback at random ports, with its state in temporary directories.
+type Cluster struct {
+	env *envtest.Environment
+	// Dir holds this cluster's files: kubeconfigs, logs.
+	Dir string
+	// Admin is a client with full rights, for test set-up and assertions.
+	Admin       kubernetes.Interface
+	AdminConfig *rest.Config
+	// AdminKubeconfig is the path of a kubeconfig file for Admin.
+	AdminKubeconfig string
+}
+
+// StartCluster starts a new control plane.
+func StartCluster() (*Cluster, error) {
+	if err := EnsureTools(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "baremetal-ccm-test-")
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    ToolsBin(),
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	api := env.ControlPlane.GetAPIServer()
+	args := api.Configure()
+	args.Set("authorization-mode", "RBAC")
+	args.Set("bind-address", "127.0.0.1")
+	// Events are what users read; keep them for the whole test.
+	args.Set("event-ttl", "1h")
+	if os.Getenv("TEST_CONTROL_PLANE_OUTPUT") != "" {
+		env.AttachControlPlaneOutput = true
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{env: env, Dir: dir, Admin: client, AdminConfig: cfg, AdminKubeconfig: filepath.Join(dir, "admin.kubeconfig")}
+	if err := os.WriteFile(c.AdminKubeconfig, env.KubeConfig, 0o600); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Stop stops the control plane and removes its files.
+func (c *Cluster) Stop() error {
+	err := c.env.Stop()
+	if os.Getenv("TEST_KEEP_FILES") == "" {
+		os.RemoveAll(c.Dir)
+	}
+	return err
+}
+
+// Kubectl runs the built kubectl as admin and returns its combined output.
+func (c *Cluster) Kubectl(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(ToolsBin(), "kubectl"), append([]string{"--kubeconfig", c.AdminKubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates as the
+// service account, with a token from the TokenRequest API, and returns
+// its path.
+func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	expiry := int64(24 * time.Hour / time.Second)
+	tr, err := c.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("requesting a token for service account %s/%s: %w", namespace, name, err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: c.AdminConfig.Host, CertificateAuthorityData: c.AdminConfig.CAData}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: name}
+	kc.CurrentContext = "test"
+	path := filepath.Join(c.Dir, namespace+"-"+name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}

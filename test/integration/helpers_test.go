@@ -1,0 +1,200 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/util/retry"
+	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+const waitTimeout = 60 * time.Second
+
+// site is one test's CCM with its own cloud config, laid out like a
+// mounted ConfigMap.
+type site struct {
+	t      *testing.T
+	config *framework.ConfigDir
+	ccms   []*framework.Process
+}
+
+func newSite(t *testing.T, cloudConfig string) *site {
+	t.Helper()
+	s := &site{t: t, config: &framework.ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}}
+	s.writeConfig(cloudConfig)
+	return s
+}
+
+func (s *site) writeConfig(content string) {
+	s.t.Helper()
+	if err := s.config.Write(content); err != nil {
+		s.t.Fatalf("writing the cloud config: %v", err)
+	}
+}
+
+// startCCM starts one replica and waits until it leads.
+func (s *site) startCCM(name string, extraArgs ...string) *framework.Process {
+	s.t.Helper()
+	p := s.startReplica(name, extraArgs...)
+	s.waitLeader(p)
+	return p
+}
+
+// startReplica starts one replica without waiting for it to lead.
+func (s *site) startReplica(name string, extraArgs ...string) *framework.Process {
+	s.t.Helper()
+	p, err := framework.CCM{
+		Binary:      ccmBinary,
+		Dir:         s.t.TempDir(),
+		Name:        name,
+		Kubeconfig:  ccmKubeconfig,
+		CloudConfig: s.config.Path(),
+		Args:        extraArgs,
+		Env:         []string{"POD_NAME=" + name, "POD_NAMESPACE=kube-system"},
+	}.Start()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.ccms = append(s.ccms, p)
+	s.t.Cleanup(func() {
+		p.Stop()
+		if s.t.Failed() {
+			s.t.Logf("log of %s (%s):\n%s", p.Name, p.LogPath(), tail(p.Logs(), 120))
+		}
+	})
+	return p
+}
+
+func (s *site) waitLeader(p *framework.Process) {
+	s.t.Helper()
+	framework.Eventually(s.t, waitTimeout, p.Name+" leads", func() (bool, string) {
+		if done, err := p.Exited(); done {
+			s.t.Fatalf("%s exited: %v\n%s", p.Name, err, tail(p.Logs(), 60))
+		}
+		return p.LogContains("Successfully acquired lease"), "no lease acquired yet"
+	})
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// nodeSpec is a Node as a kubelet with --cloud-provider=external registers it.
+type nodeSpec struct {
+	name       string
+	ready      bool
+	providerID string
+	addresses  []v1.NodeAddress
+}
+
+func createNode(t *testing.T, n nodeSpec) {
+	t.Helper()
+	ctx := context.Background()
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.name},
+		Spec: v1.NodeSpec{
+			ProviderID: n.providerID,
+			Taints: []v1.Taint{{
+				Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule,
+			}},
+		},
+	}
+	if _, err := cluster.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Node %s: %v", n.name, err)
+	}
+	t.Cleanup(func() {
+		err := cluster.Admin.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting Node %s: %v", n.name, err)
+		}
+	})
+	setNodeStatus(t, n.name, n.ready, n.addresses)
+}
+
+// setNodeStatus does what the kubelet's status updates do.
+func setNodeStatus(t *testing.T, name string, ready bool, addresses []v1.NodeAddress) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := cluster.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		status := v1.ConditionFalse
+		if ready {
+			status = v1.ConditionTrue
+		}
+		now := metav1.Now()
+		node.Status.Conditions = []v1.NodeCondition{{
+			Type: v1.NodeReady, Status: status, Reason: "Test", LastHeartbeatTime: now, LastTransitionTime: now,
+		}}
+		if addresses != nil {
+			node.Status.Addresses = addresses
+		}
+		_, err = cluster.Admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating the status of Node %s: %v", name, err)
+	}
+}
+
+func getNode(t *testing.T, name string) (*v1.Node, bool) {
+	t.Helper()
+	node, err := cluster.Admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, true
+}
+
+func hasTaint(n *v1.Node, key string) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
+}
+
+// waitInitialized waits until the cloud node controller has taken the
+// uninitialized taint off the Node, and returns it.
+func waitInitialized(t *testing.T, name string) *v1.Node {
+	t.Helper()
+	var node *v1.Node
+	framework.Eventually(t, waitTimeout, "Node "+name+" initialised", func() (bool, string) {
+		n, ok := getNode(t, name)
+		if !ok {
+			return false, "the Node is gone"
+		}
+		node = n
+		return !hasTaint(n, cloudapi.TaintExternalCloudProvider), fmt.Sprintf("taints %v", n.Spec.Taints)
+	})
+	return node
+}
+
+// events returns the Events about an object with the given reason.
+func events(t *testing.T, namespace, name, reason string) []v1.Event {
+	t.Helper()
+	sel := fields.Set{"involvedObject.name": name, "reason": reason}.AsSelector().String()
+	list, err := cluster.Admin.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func removeFile(path string) error { return os.Remove(path) }
