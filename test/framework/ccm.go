@@ -171,7 +171,11 @@ func (p *Process) Stop() {
 
 // LogContains reports whether the output has every one of the strings on
 // one line.
-func (p *Process) LogContains(parts ...string) bool {
+func (p *Process) LogContains(parts ...string) bool { return p.LogLine(parts...) != "" }
+
+// LogLine returns the first line of output that has every one of the
+// strings, or "".
+func (p *Process) LogLine(parts ...string) string {
 	for _, line := range strings.Split(p.Logs(), "\n") {
 		all := true
 		for _, s := range parts {
@@ -181,8 +185,8 @@ func (p *Process) LogContains(parts ...string) bool {
 			}
 		}
 		if all {
-			return true
+			return line
 		}
 	}
-	return false
+	return ""
 }

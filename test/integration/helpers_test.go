@@ -2,8 +2,8 @@ package integration
 
 import (
 	"context"
-	"os"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +69,11 @@ func (s *site) startReplica(name string, extraArgs ...string) *framework.Process
 	s.ccms = append(s.ccms, p)
 	s.t.Cleanup(func() {
 		p.Stop()
+		// The CCM runs with only the rights of deploy/rbac.yaml: anything
+		// it was refused is a hole in those rules.
+		if line := p.LogLine("forbidden"); line != "" {
+			s.t.Errorf("%s was refused something by RBAC: %s", p.Name, line)
+		}
 		if s.t.Failed() {
 			s.t.Logf("log of %s (%s):\n%s", p.Name, p.LogPath(), tail(p.Logs(), 120))
 		}
@@ -198,3 +203,13 @@ func events(t *testing.T, namespace, name, reason string) []v1.Event {
 }
 
 func removeFile(path string) error { return os.Remove(path) }
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+

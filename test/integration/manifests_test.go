@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+// TestManifestsApply applies everything in deploy/ to the real API server,
+// the way the README says to.
+func TestManifestsApply(t *testing.T) {
+	deploy := filepath.Join(framework.RepoRoot(), "deploy")
+	// rbac.yaml was applied by TestMain; applying again must be clean too.
+	for _, f := range []string{"rbac.yaml", "deployment.yaml", "static-pod.yaml"} {
+		if out, err := cluster.Kubectl("apply", "-f", filepath.Join(deploy, f)); err != nil {
+			t.Errorf("applying deploy/%s: %v", f, err)
+		} else {
+			t.Logf("deploy/%s: %s", f, strings.TrimSpace(out))
+		}
+	}
+	cm, err := cluster.Kubectl("-n", "kube-system", "create", "configmap", "baremetal-cloud-config",
+		"--from-file=cloud.yaml="+filepath.Join(deploy, "cloud-config.example.yaml"), "--dry-run=client", "-o", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.Command(filepath.Join(framework.ToolsBin(), "kubectl"), "--kubeconfig", cluster.AdminKubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(cm)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Errorf("applying the example cloud config as a ConfigMap: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	d, err := cluster.Admin.AppsV1().Deployments("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 2 || !d.Spec.Template.Spec.HostNetwork || d.Spec.Template.Spec.ServiceAccountName != "baremetal-cloud-controller-manager" {
+		t.Errorf("the Deployment is not two host-network replicas as the ServiceAccount: %+v", d.Spec)
+	}
+	pod, err := cluster.Admin.CoreV1().Pods("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.Priority == nil || *pod.Spec.Priority < 2000000000 {
+		t.Errorf("the static pod did not get a system-critical priority: %v", pod.Spec.Priority)
+	}
+	t.Cleanup(func() {
+		cluster.Kubectl("delete", "-f", filepath.Join(deploy, "deployment.yaml"), "-f", filepath.Join(deploy, "static-pod.yaml"))
+		cluster.Kubectl("-n", "kube-system", "delete", "configmap", "baremetal-cloud-config")
+	})
+
+	for _, f := range []string{"init.yaml", "join.yaml"} {
+		cmd := exec.Command(filepath.Join(framework.ToolsBin(), "kubeadm"), "config", "validate", "--config", filepath.Join(deploy, "kubeadm", f))
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(out), "WARNING") {
+			t.Errorf("kubeadm config validate deploy/kubeadm/%s: %v\n%s", f, err, out)
+		}
+		if !strings.Contains(readFile(t, filepath.Join(deploy, "kubeadm", f)), "value: external") {
+			t.Errorf("deploy/kubeadm/%s does not run the kubelet with --cloud-provider=external", f)
+		}
+	}
+}
