@@ -212,4 +212,3 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
-
