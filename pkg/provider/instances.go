@@ -3,9 +3,13 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
@@ -55,7 +59,36 @@ func (c *Cloud) InstanceMetadata(_ context.Context, node *v1.Node) (*cloudprovid
 		c.eventf(node, v1.EventTypeWarning, "MachineNotInInventory", "%v", err)
 		return nil, err
 	}
+	if err := checkNodeIP(m, node); err != nil {
+		c.eventf(node, v1.EventTypeWarning, "NodeIPNotInInventory", "%v", err)
+		return nil, err
+	}
 	return machineMetadata(m, node), nil
+}
+
+// checkNodeIP makes sure that the IPs the kubelet was told to use
+// (--node-ip) are among the machine's inventory addresses: the cloud node
+// controller refuses to initialise a Node otherwise, with a less helpful
+// message.
+func checkNodeIP(m *config.Machine, node *v1.Node) error {
+	provided, ok := node.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr]
+	if !ok || len(m.Addresses) == 0 {
+		return nil
+	}
+	for _, s := range strings.Split(provided, ",") {
+		want, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("node %q: its annotation %s=%q is not a list of IPs", node.Name, cloudapi.AnnotationAlphaProvidedIPAddr, provided)
+		}
+		found := slices.ContainsFunc(m.Addresses, func(a config.Address) bool {
+			got, err := netip.ParseAddr(a.Address)
+			return err == nil && got == want
+		})
+		if !found {
+			return fmt.Errorf("node %q: the kubelet's --node-ip %s is not among the addresses of its machine %q in inventory.machines; add it there or fix --node-ip", node.Name, want, m.Name)
+		}
+	}
+	return nil
 }
 
 func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMetadata {

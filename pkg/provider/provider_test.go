@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -129,5 +130,25 @@ inventory:
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: GetLabelsForVolume = %v, %v; want %v", tt.name, got, err, tt.want)
 		}
+	}
+}
+
+func TestNodeIPMustBeAnInventoryAddress(t *testing.T) {
+	c := newCloud(t, instancesConfig)
+	n := node("a", "")
+	n.Annotations = map[string]string{"alpha.kubernetes.io/provided-node-ip": "10.0.0.1"}
+	if _, err := c.InstanceMetadata(context.Background(), n); err != nil {
+		t.Errorf("--node-ip among the machine's addresses refused: %v", err)
+	}
+	n.Annotations["alpha.kubernetes.io/provided-node-ip"] = "10.0.0.1,fd00::7"
+	_, err := c.InstanceMetadata(context.Background(), n)
+	if err == nil || !strings.Contains(err.Error(), `--node-ip fd00::7 is not among the addresses of its machine "a"`) {
+		t.Errorf("--node-ip outside the inventory: error %v", err)
+	}
+	// A machine without addresses keeps the kubelet's, so any --node-ip goes.
+	b := node("b", "")
+	b.Annotations = map[string]string{"alpha.kubernetes.io/provided-node-ip": "10.7.7.7"}
+	if _, err := c.InstanceMetadata(context.Background(), b); err != nil {
+		t.Errorf("machine without addresses: %v", err)
 	}
 }
