@@ -73,7 +73,7 @@ func run() error {
 		{"stray-1", true},              // in no inventory entry
 	}
 	for _, n := range nodes {
-		if err := registerNode(ctx, cluster, n.name, n.ready); err != nil {
+		if err := framework.RegisterNode(ctx, cluster.Admin, n.name, "", n.ready, nil); err != nil {
 			return err
 		}
 		fmt.Printf("  node/%s (Ready=%v)\n", n.name, n.ready)
@@ -159,27 +159,6 @@ func done(ctx context.Context, c *framework.Cluster) bool {
 		}
 	}
 	return true
-}
-
-func registerNode(ctx context.Context, c *framework.Cluster, name string, ready bool) error {
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.NodeSpec{Taints: []v1.Taint{{
-			Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule,
-		}}},
-	}
-	created, err := c.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	status := v1.ConditionFalse
-	if ready {
-		status = v1.ConditionTrue
-	}
-	now := metav1.Now()
-	created.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: status, Reason: "Demo", LastHeartbeatTime: now, LastTransitionTime: now}}
-	_, err = c.Admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	return err
 }
 
 func createPV(ctx context.Context, c *framework.Cluster, name string, src v1.PersistentVolumeSource) error {

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/util/retry"
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
@@ -109,18 +108,8 @@ type nodeSpec struct {
 
 func createNode(t *testing.T, n nodeSpec) {
 	t.Helper()
-	ctx := context.Background()
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.name},
-		Spec: v1.NodeSpec{
-			ProviderID: n.providerID,
-			Taints: []v1.Taint{{
-				Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule,
-			}},
-		},
-	}
-	if _, err := cluster.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating Node %s: %v", n.name, err)
+	if err := framework.RegisterNode(context.Background(), cluster.Admin, n.name, n.providerID, n.ready, n.addresses); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		err := cluster.Admin.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{})
@@ -128,34 +117,12 @@ func createNode(t *testing.T, n nodeSpec) {
 			t.Errorf("deleting Node %s: %v", n.name, err)
 		}
 	})
-	setNodeStatus(t, n.name, n.ready, n.addresses)
 }
 
-// setNodeStatus does what the kubelet's status updates do.
 func setNodeStatus(t *testing.T, name string, ready bool, addresses []v1.NodeAddress) {
 	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := cluster.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		status := v1.ConditionFalse
-		if ready {
-			status = v1.ConditionTrue
-		}
-		now := metav1.Now()
-		node.Status.Conditions = []v1.NodeCondition{{
-			Type: v1.NodeReady, Status: status, Reason: "Test", LastHeartbeatTime: now, LastTransitionTime: now,
-		}}
-		if addresses != nil {
-			node.Status.Addresses = addresses
-		}
-		_, err = cluster.Admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("updating the status of Node %s: %v", name, err)
+	if err := framework.SetNodeStatus(context.Background(), cluster.Admin, name, ready, addresses); err != nil {
+		t.Fatal(err)
 	}
 }
 

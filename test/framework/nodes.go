@@ -1,0 +1,59 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	cloudapi "k8s.io/cloud-provider/api"
+)
+
+// RegisterNode creates a Node the way a kubelet with
+// --cloud-provider=external does: with the uninitialized taint, then its
+// status.
+func RegisterNode(ctx context.Context, client kubernetes.Interface, name, providerID string, ready bool, addresses []v1.NodeAddress) error {
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodeSpec{
+			ProviderID: providerID,
+			Taints: []v1.Taint{{
+				Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule,
+			}},
+		},
+	}
+	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating Node %s: %w", name, err)
+	}
+	return SetNodeStatus(ctx, client, name, ready, addresses)
+}
+
+// SetNodeStatus does what a kubelet's status update does: it sets the
+// Ready condition and, unless addresses is nil, the addresses.
+func SetNodeStatus(ctx context.Context, client kubernetes.Interface, name string, ready bool, addresses []v1.NodeAddress) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		status := v1.ConditionFalse
+		if ready {
+			status = v1.ConditionTrue
+		}
+		now := metav1.Now()
+		node.Status.Conditions = []v1.NodeCondition{{
+			Type: v1.NodeReady, Status: status, Reason: "KubeletStatus", LastHeartbeatTime: now, LastTransitionTime: now,
+		}}
+		if addresses != nil {
+			node.Status.Addresses = addresses
+		}
+		_, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("updating the status of Node %s: %w", name, err)
+	}
+	return nil
+}
