@@ -105,6 +105,17 @@ func TestParseErrors(t *testing.T) {
 		{"storage duplicate", "inventory:\n  storage:\n  - {name: s, zone: z, nfs: {servers: [a]}}\n  - {name: s, zone: z, nfs: {servers: [b]}}\n",
 			[]string{`inventory.storage[1].name: "s" is already used`}},
 		{"csi without driver", "inventory:\n  storage:\n  - {name: s, zone: z, csi: [{volumeHandlePrefix: x}]}\n", []string{"inventory.storage[0].csi[0].driver: is required"}},
+		{"pool bad range", "loadBalancer:\n  pools:\n  - {name: p, addresses: [\"192.0.2.20-192.0.2.10\"]}\n", []string{`loadBalancer.pools[0].addresses[0]: "192.0.2.20-192.0.2.10" ends before it starts`}},
+		{"pool host bits", "loadBalancer:\n  pools:\n  - {name: p, addresses: [192.0.2.1/28]}\n", []string{`loadBalancer.pools[0].addresses[0]: "192.0.2.1/28" has host bits set`}},
+		{"pools overlap", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28]}\n  - {name: b, addresses: [192.0.2.8-192.0.2.30]}\n",
+			[]string{`loadBalancer.pools[1].addresses[0]: "192.0.2.8-192.0.2.30" overlaps 192.0.2.0-192.0.2.15 of pool "a"`}},
+		{"bgp without ASN", "loadBalancer:\n  pools:\n  - {name: a, addresses: [192.0.2.0/28]}\n", []string{"bgp.localASN: is required", "bgp.routerID"}},
+		{"bad community", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28], bgp: {communities: [\"70000:1\"]}}\n",
+			[]string{`loadBalancer.pools[0].bgp.communities[0]: "70000:1" is not a community`}},
+		{"bad peer", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.300, holdTime: 2s, addressFamilies: [l2vpn-evpn]}\n",
+			[]string{`bgp.peers[0].address: "192.0.2.300" is not an IP`, "bgp.peers[0].asn: is required", "bgp.peers[0].holdTime: 2s must be", `bgp.peers[0].addressFamilies[0]: "l2vpn-evpn"`}},
+		{"bad duration", "bgp:\n  peers:\n  - {address: 192.0.2.1, asn: 1, holdTime: soon}\n", []string{`bgp.peers[0].holdTime (line 3): "soon" is not a duration`}},
+		{"missing password file", "bgp:\n  localASN: 1\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 2, passwordFile: /nonexistent/pw}\n", []string{"bgp.peers[0].passwordFile: reading the password"}},
 		{"two documents", "inventory: {}\n---\ninventory: {}\n", []string{"more than one YAML document"}},
 	}
 	for _, tt := range tests {

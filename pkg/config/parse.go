@@ -76,6 +76,12 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) []error {
 		}
 		return fmt.Sprintf("%s (line %d)", path, n.Line)
 	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return []error{fmt.Errorf("%s: %v", at(), err)}
+		}
+		return nil
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
@@ -126,6 +132,8 @@ func checkShape(n *yaml.Node, t reflect.Type, path string) []error {
 		return nil
 	}
 }
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
 func join(path, key string) string {
 	if path == "" {

@@ -6,7 +6,9 @@ package config
 
 // Config is the whole cloud-config file.
 type Config struct {
-	Inventory Inventory `yaml:"inventory"`
+	Inventory    Inventory    `yaml:"inventory"`
+	LoadBalancer LoadBalancer `yaml:"loadBalancer"`
+	BGP          BGP          `yaml:"bgp"`
 }
 
 // UnlistedNodePolicy says what happens to a Node that matches no machine.

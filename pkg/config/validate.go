@@ -44,6 +44,7 @@ func (c *Config) SetDefaults() {
 			inv.Storage[i].Region = inv.Defaults.Region
 		}
 	}
+	c.setNetworkDefaults()
 }
 
 // EffectiveProviderID is the provider ID a Node of this machine gets.
@@ -209,6 +210,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, c.validateNetwork()...)
 	return errors.Join(errs...)
 }
 

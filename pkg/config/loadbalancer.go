@@ -1,0 +1,123 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Announce says how VIPs reach the network.
+type Announce string
+
+const (
+	// AnnounceBGP announces every VIP over BGP from the leader.
+	AnnounceBGP Announce = "bgp"
+	// AnnounceNone only allocates addresses; something else announces them.
+	AnnounceNone Announce = "none"
+)
+
+// LoadBalancer configures the addresses of LoadBalancer Services.
+type LoadBalancer struct {
+	Announce Announce `yaml:"announce"`
+	Pools    []Pool   `yaml:"pools"`
+}
+
+// Pool is a set of addresses Services may get.
+type Pool struct {
+	Name string `yaml:"name"`
+	// Addresses are CIDRs ("192.0.2.0/28") and ranges ("192.0.2.10-192.0.2.20").
+	Addresses []string `yaml:"addresses"`
+	// AutoAssign lets Services that name no pool get addresses from this one.
+	AutoAssign *bool `yaml:"autoAssign"`
+	// AvoidBuggyIPs skips addresses ending in .0 and .255.
+	AvoidBuggyIPs bool `yaml:"avoidBuggyIPs"`
+	// Namespaces, if set, are the only namespaces whose Services may use it.
+	Namespaces []string `yaml:"namespaces"`
+	// ServiceSelector, if set, must match a Service's labels.
+	ServiceSelector *LabelSelector `yaml:"serviceSelector"`
+	BGP             PoolBGP        `yaml:"bgp"`
+}
+
+// Auto reports whether the pool serves Services that name no pool.
+func (p *Pool) Auto() bool { return p.AutoAssign == nil || *p.AutoAssign }
+
+// LabelSelector is a Kubernetes label selector.
+type LabelSelector struct {
+	MatchLabels      map[string]string     `yaml:"matchLabels"`
+	MatchExpressions []SelectorRequirement `yaml:"matchExpressions"`
+}
+
+// SelectorRequirement is one match expression of a label selector.
+type SelectorRequirement struct {
+	Key      string   `yaml:"key"`
+	Operator string   `yaml:"operator"`
+	Values   []string `yaml:"values"`
+}
+
+// PoolBGP are the attributes of the paths announced for a pool's VIPs.
+type PoolBGP struct {
+	Communities      []string `yaml:"communities"`
+	LargeCommunities []string `yaml:"largeCommunities"`
+	LocalPreference  *uint32  `yaml:"localPreference"`
+}
+
+// BGP configures the in-process BGP speaker.
+type BGP struct {
+	LocalASN uint32 `yaml:"localASN"`
+	RouterID string `yaml:"routerID"`
+	// ListenPort, if set, accepts sessions from peers; 0 (the default)
+	// only dials out.
+	ListenPort uint16 `yaml:"listenPort"`
+	// ListenAddresses limit where ListenPort is opened.
+	ListenAddresses []string `yaml:"listenAddresses"`
+	Peers           []Peer   `yaml:"peers"`
+}
+
+// Peer is one BGP neighbour, a router of the site.
+type Peer struct {
+	Address string `yaml:"address"`
+	ASN     uint32 `yaml:"asn"`
+	Port    uint16 `yaml:"port"`
+	// Password (TCP MD5), given here or read from PasswordFile.
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"passwordFile"`
+	// SourceAddress is the local address the session is dialled from.
+	SourceAddress    string          `yaml:"sourceAddress"`
+	HoldTime         Duration        `yaml:"holdTime"`
+	KeepaliveTime    Duration        `yaml:"keepaliveTime"`
+	ConnectRetryTime Duration        `yaml:"connectRetryTime"`
+	EBGPMultihop     uint8           `yaml:"ebgpMultihop"`
+	AddressFamilies  []string        `yaml:"addressFamilies"`
+	GracefulRestart  GracefulRestart `yaml:"gracefulRestart"`
+}
+
+// GracefulRestart (RFC 4724) lets the peer keep forwarding on our paths
+// while the CCM restarts or fails over.
+type GracefulRestart struct {
+	Enabled     *bool    `yaml:"enabled"`
+	RestartTime Duration `yaml:"restartTime"`
+}
+
+// On reports whether graceful restart is enabled (the default).
+func (g GracefulRestart) On() bool { return g.Enabled == nil || *g.Enabled }
+
+// Address families of a peer.
+const (
+	FamilyIPv4 = "ipv4-unicast"
+	FamilyIPv6 = "ipv6-unicast"
+)
+
+// Duration is a time.Duration written as "90s", "1m30s".
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(strings.TrimSpace(n.Value))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as 90s", n.Value)
+	}
+	d.Duration = v
+	return nil
+}

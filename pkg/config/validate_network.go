@@ -1,0 +1,258 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Defaults of a BGP peer.
+const (
+	DefaultBGPPort      = 179
+	DefaultHoldTime     = 90 * time.Second
+	DefaultRestartTime  = 120 * time.Second
+	DefaultConnectRetry = 5 * time.Second
+)
+
+func (c *Config) setNetworkDefaults() {
+	if c.LoadBalancer.Announce == "" {
+		c.LoadBalancer.Announce = AnnounceBGP
+	}
+	for i := range c.BGP.Peers {
+		p := &c.BGP.Peers[i]
+		if p.Port == 0 {
+			p.Port = DefaultBGPPort
+		}
+		if p.HoldTime.Duration == 0 {
+			p.HoldTime.Duration = DefaultHoldTime
+		}
+		if p.KeepaliveTime.Duration == 0 {
+			p.KeepaliveTime.Duration = p.HoldTime.Duration / 3
+		}
+		if p.ConnectRetryTime.Duration == 0 {
+			p.ConnectRetryTime.Duration = DefaultConnectRetry
+		}
+		if len(p.AddressFamilies) == 0 {
+			p.AddressFamilies = []string{FamilyIPv4, FamilyIPv6}
+		}
+		if p.GracefulRestart.RestartTime.Duration == 0 {
+			p.GracefulRestart.RestartTime.Duration = DefaultRestartTime
+		}
+	}
+}
+
+// PeerPassword returns the peer's MD5 password, reading its file if given.
+func (p *Peer) PeerPassword() (string, error) {
+	if p.PasswordFile == "" {
+		return p.Password, nil
+	}
+	b, err := os.ReadFile(p.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("reading the password of BGP peer %s: %w", p.Address, err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+func (c *Config) validateNetwork() []error {
+	var errs []error
+	add := func(p *field.Path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...)))
+	}
+	lb := &c.LoadBalancer
+	lp := field.NewPath("loadBalancer")
+	switch lb.Announce {
+	case AnnounceBGP, AnnounceNone:
+	default:
+		add(lp.Child("announce"), "%q is not one of bgp, none", lb.Announce)
+	}
+	type owned struct {
+		r    AddressRange
+		pool string
+	}
+	var taken []owned
+	names := map[string]bool{}
+	for i := range lb.Pools {
+		pool := &lb.Pools[i]
+		pp := lp.Child("pools").Index(i)
+		if pool.Name == "" {
+			add(pp.Child("name"), "is required")
+		} else if msgs := validation.IsDNS1123Label(pool.Name); len(msgs) > 0 {
+			add(pp.Child("name"), "%q is not a valid pool name: %s", pool.Name, strings.Join(msgs, "; "))
+		} else if names[pool.Name] {
+			add(pp.Child("name"), "%q is already used by another pool", pool.Name)
+		}
+		names[pool.Name] = true
+		if len(pool.Addresses) == 0 {
+			add(pp.Child("addresses"), "needs at least one CIDR or range")
+		}
+		for j, a := range pool.Addresses {
+			ap := pp.Child("addresses").Index(j)
+			r, err := ParseAddressRange(a)
+			if err != nil {
+				add(ap, "%v", err)
+				continue
+			}
+			for _, o := range taken {
+				if o.r.Overlaps(r) {
+					add(ap, "%q overlaps %s of pool %q", a, o.r, o.pool)
+				}
+			}
+			taken = append(taken, owned{r, pool.Name})
+		}
+		for j, ns := range pool.Namespaces {
+			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+				add(pp.Child("namespaces").Index(j), "%q is not a namespace name", ns)
+			}
+		}
+		if sel := pool.ServiceSelector; sel != nil {
+			sp := pp.Child("serviceSelector")
+			for k, v := range sel.MatchLabels {
+				if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+					add(sp.Child("matchLabels").Key(k), "%q is not a valid label key", k)
+				}
+				checkLabelValue(add, sp.Child("matchLabels").Key(k), v)
+			}
+			for j, e := range sel.MatchExpressions {
+				ep := sp.Child("matchExpressions").Index(j)
+				if msgs := validation.IsQualifiedName(e.Key); len(msgs) > 0 {
+					add(ep.Child("key"), "%q is not a valid label key", e.Key)
+				}
+				switch e.Operator {
+				case "In", "NotIn":
+					if len(e.Values) == 0 {
+						add(ep.Child("values"), "operator %s needs values", e.Operator)
+					}
+				case "Exists", "DoesNotExist":
+					if len(e.Values) > 0 {
+						add(ep.Child("values"), "operator %s takes no values", e.Operator)
+					}
+				default:
+					add(ep.Child("operator"), "%q is not one of In, NotIn, Exists, DoesNotExist", e.Operator)
+				}
+			}
+		}
+		for j, com := range pool.BGP.Communities {
+			if _, err := ParseCommunity(com); err != nil {
+				add(pp.Child("bgp", "communities").Index(j), "%v", err)
+			}
+		}
+		for j, com := range pool.BGP.LargeCommunities {
+			if _, err := ParseLargeCommunity(com); err != nil {
+				add(pp.Child("bgp", "largeCommunities").Index(j), "%v", err)
+			}
+		}
+	}
+
+	b := &c.BGP
+	bp := field.NewPath("bgp")
+	announcing := lb.Announce == AnnounceBGP && (len(lb.Pools) > 0 || len(b.Peers) > 0)
+	if announcing || b.LocalASN != 0 {
+		if b.LocalASN == 0 {
+			add(bp.Child("localASN"), "is required to announce VIPs over BGP (or set loadBalancer.announce: none)")
+		}
+		if id, err := netip.ParseAddr(b.RouterID); err != nil || !id.Is4() {
+			add(bp.Child("routerID"), "%q is not an IPv4 address (the BGP router ID is written as one)", b.RouterID)
+		}
+	}
+	for j, a := range b.ListenAddresses {
+		if _, err := netip.ParseAddr(a); err != nil {
+			add(bp.Child("listenAddresses").Index(j), "%q is not an IP", a)
+		}
+	}
+	peers := map[netip.Addr]bool{}
+	for i := range b.Peers {
+		p := &b.Peers[i]
+		pp := bp.Child("peers").Index(i)
+		addr, err := netip.ParseAddr(p.Address)
+		if err != nil {
+			add(pp.Child("address"), "%q is not an IP", p.Address)
+		} else if peers[addr] {
+			add(pp.Child("address"), "%q is already a peer", p.Address)
+		}
+		peers[addr] = true
+		if p.ASN == 0 {
+			add(pp.Child("asn"), "is required")
+		}
+		if p.Password != "" && p.PasswordFile != "" {
+			add(pp, "set password or passwordFile, not both")
+		}
+		if p.PasswordFile != "" {
+			if _, err := p.PeerPassword(); err != nil {
+				add(pp.Child("passwordFile"), "%v", err)
+			}
+		}
+		if p.SourceAddress != "" {
+			if _, err := netip.ParseAddr(p.SourceAddress); err != nil {
+				add(pp.Child("sourceAddress"), "%q is not an IP", p.SourceAddress)
+			}
+		}
+		if h := p.HoldTime.Duration; h < 3*time.Second || h > 65535*time.Second || h%time.Second != 0 {
+			add(pp.Child("holdTime"), "%s must be whole seconds from 3s to 65535s", h)
+		}
+		if k := p.KeepaliveTime.Duration; k < time.Second || k >= p.HoldTime.Duration || k%time.Second != 0 {
+			add(pp.Child("keepaliveTime"), "%s must be whole seconds, at least 1s and shorter than holdTime", k)
+		}
+		if r := p.GracefulRestart.RestartTime.Duration; r > 4095*time.Second || r%time.Second != 0 {
+			add(pp.Child("gracefulRestart", "restartTime"), "%s must be whole seconds up to 4095s", r)
+		}
+		for j, f := range p.AddressFamilies {
+			if f != FamilyIPv4 && f != FamilyIPv6 {
+				add(pp.Child("addressFamilies").Index(j), "%q is not one of %s, %s", f, FamilyIPv4, FamilyIPv6)
+			} else if slices.Index(p.AddressFamilies, f) != j {
+				add(pp.Child("addressFamilies").Index(j), "%q is listed twice", f)
+			}
+		}
+	}
+	return errs
+}
+
+// ParseCommunity reads a standard community "ASN:value" (each 0-65535) or
+// one of the well-known names no-export, no-advertise, no-export-subconfed,
+// blackhole.
+func ParseCommunity(s string) (uint32, error) {
+	switch strings.ToLower(s) {
+	case "no-export":
+		return 0xFFFFFF01, nil
+	case "no-advertise":
+		return 0xFFFFFF02, nil
+	case "no-export-subconfed":
+		return 0xFFFFFF03, nil
+	case "blackhole":
+		return 0xFFFF029A, nil
+	}
+	hi, lo, ok := strings.Cut(s, ":")
+	a, err1 := strconv.ParseUint(hi, 10, 16)
+	b, err2 := strconv.ParseUint(lo, 10, 16)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("%q is not a community ASN:value with both parts 0-65535", s)
+	}
+	return uint32(a)<<16 | uint32(b), nil
+}
+
+// LargeCommunity is an RFC 8092 community.
+type LargeCommunity struct{ Global, Local1, Local2 uint32 }
+
+// ParseLargeCommunity reads "ASN:value:value", each part 0-4294967295.
+func ParseLargeCommunity(s string) (LargeCommunity, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) == 3 {
+		var v [3]uint32
+		ok := true
+		for i, p := range parts {
+			n, err := strconv.ParseUint(p, 10, 32)
+			ok = ok && err == nil
+			v[i] = uint32(n)
+		}
+		if ok {
+			return LargeCommunity{v[0], v[1], v[2]}, nil
+		}
+	}
+	return LargeCommunity{}, fmt.Errorf("%q is not a large community ASN:value:value", s)
+}
