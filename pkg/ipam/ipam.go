@@ -1,0 +1,430 @@
+// Package ipam allocates LoadBalancer addresses from the pools of the cloud
+// config. It keeps no state of its own on disk: the provider rebuilds it
+// from the Services' status at start (Assign) before it allocates anything.
+package ipam
+
+import (
+	"fmt"
+	"math/big"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+)
+
+// Port is one port a Service exposes; two Services may share an address
+// only where they have no Port in common.
+type Port struct {
+	Protocol string
+	Port     int32
+}
+
+// Request is what a Service asks for.
+type Request struct {
+	// Service is "namespace/name".
+	Service   string
+	Namespace string
+	Labels    map[string]string
+	// Families lists, in order, the IP families wanted.
+	Families []Family
+	// Requested are addresses the Service asks for by name; families not
+	// covered come from the same pool.
+	Requested []netip.Addr
+	// Pool, if set, is the pool to allocate from.
+	Pool       string
+	SharingKey string
+	Ports      []Port
+}
+
+// Family is an IP family.
+type Family int
+
+const (
+	IPv4 Family = 4
+	IPv6 Family = 6
+)
+
+func (f Family) String() string { return fmt.Sprintf("IPv%d", int(f)) }
+
+// FamilyOf returns the family of a.
+func FamilyOf(a netip.Addr) Family {
+	if a.Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+type pool struct {
+	config.Pool
+	ranges   []config.AddressRange
+	selector labels.Selector
+}
+
+type owner struct {
+	service    string
+	sharingKey string
+	ports      []Port
+}
+
+// Allocator hands out addresses. It is not safe for concurrent use.
+type Allocator struct {
+	pools     []*pool
+	owners    map[netip.Addr][]owner
+	byService map[string][]netip.Addr
+}
+
+// New returns an allocator for pools that passed config validation.
+func New(pools []config.Pool) *Allocator {
+	a := &Allocator{owners: map[netip.Addr][]owner{}, byService: map[string][]netip.Addr{}}
+	a.SetPools(pools)
+	return a
+}
+
+// SetPools puts new pools in force. Allocations stay, even those that no
+// longer fall in any pool: they keep serving until their Service changes.
+// It returns the addresses in use that are now outside every pool.
+func (a *Allocator) SetPools(pools []config.Pool) []netip.Addr {
+	a.pools = nil
+	for _, cfg := range pools {
+		p := &pool{Pool: cfg, selector: labels.Everything()}
+		for _, s := range cfg.Addresses {
+			if r, err := config.ParseAddressRange(s); err == nil {
+				p.ranges = append(p.ranges, r)
+			}
+		}
+		if sel := cfg.ServiceSelector; sel != nil {
+			p.selector = toSelector(sel)
+		}
+		a.pools = append(a.pools, p)
+	}
+	var outside []netip.Addr
+	for addr := range a.owners {
+		if a.poolOf(addr) == nil {
+			outside = append(outside, addr)
+		}
+	}
+	slices.SortFunc(outside, netip.Addr.Compare)
+	return outside
+}
+
+func toSelector(sel *config.LabelSelector) labels.Selector {
+	s := labels.SelectorFromSet(sel.MatchLabels)
+	for _, e := range sel.MatchExpressions {
+		op := map[string]selection.Operator{"In": selection.In, "NotIn": selection.NotIn, "Exists": selection.Exists, "DoesNotExist": selection.DoesNotExist}[e.Operator]
+		if r, err := labels.NewRequirement(e.Key, op, e.Values); err == nil {
+			s = s.Add(*r)
+		}
+	}
+	return s
+}
+
+// Addresses returns what the Service holds.
+func (a *Allocator) Addresses(service string) []netip.Addr {
+	return slices.Clone(a.byService[service])
+}
+
+// PoolOf names the pool an address is in, or "".
+func (a *Allocator) PoolOf(addr netip.Addr) string {
+	if p := a.poolOf(addr); p != nil {
+		return p.Name
+	}
+	return ""
+}
+
+func (a *Allocator) poolOf(addr netip.Addr) *pool {
+	for _, p := range a.pools {
+		for _, r := range p.ranges {
+			if r.Contains(addr) {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// Release frees what the Service holds.
+func (a *Allocator) Release(service string) {
+	for _, addr := range a.byService[service] {
+		a.owners[addr] = slices.DeleteFunc(a.owners[addr], func(o owner) bool { return o.service == service })
+		if len(a.owners[addr]) == 0 {
+			delete(a.owners, addr)
+		}
+	}
+	delete(a.byService, service)
+}
+
+// Assign records addresses a Service already has (from its status), as they
+// are, at start. It refuses only a conflict with another Service; an
+// address outside every pool is kept.
+func (a *Allocator) Assign(req Request, addrs []netip.Addr) error {
+	for _, addr := range addrs {
+		if err := a.shareable(addr, req); err != nil {
+			return err
+		}
+	}
+	a.take(req, addrs)
+	return nil
+}
+
+func (a *Allocator) take(req Request, addrs []netip.Addr) {
+	a.Release(req.Service)
+	for _, addr := range addrs {
+		a.owners[addr] = append(a.owners[addr], owner{service: req.Service, sharingKey: req.SharingKey, ports: req.Ports})
+	}
+	a.byService[req.Service] = slices.Clone(addrs)
+}
+
+// shareable says why req may not use addr, or nil if it may.
+func (a *Allocator) shareable(addr netip.Addr, req Request) error {
+	for _, o := range a.owners[addr] {
+		if o.service == req.Service {
+			continue
+		}
+		if req.SharingKey == "" || o.sharingKey != req.SharingKey {
+			return fmt.Errorf("%s is in use by Service %s", addr, o.service)
+		}
+		for _, p := range req.Ports {
+			if slices.Contains(o.ports, p) {
+				return fmt.Errorf("%s is shared with Service %s, which also uses port %d/%s", addr, o.service, p.Port, p.Protocol)
+			}
+		}
+	}
+	return nil
+}
+
+// Allocate returns the addresses the Service should have, allocating what it
+// lacks. What the Service holds already is kept when it still fits the
+// request. On error nothing changes: the Service keeps what it had.
+func (a *Allocator) Allocate(req Request) ([]netip.Addr, error) {
+	if held := a.byService[req.Service]; len(held) > 0 && a.fits(held, req) {
+		a.take(req, held) // ports or sharing key may have changed
+		return slices.Clone(held), nil
+	}
+	addrs, err := a.choose(req)
+	if err != nil {
+		return nil, err
+	}
+	a.take(req, addrs)
+	return slices.Clone(addrs), nil
+}
+
+// fits reports whether held satisfies req as it is now.
+func (a *Allocator) fits(held []netip.Addr, req Request) bool {
+	if len(held) != len(req.Families) {
+		return false
+	}
+	for i, f := range req.Families {
+		if FamilyOf(held[i]) != f {
+			return false
+		}
+	}
+	for _, r := range req.Requested {
+		if !slices.Contains(held, r) {
+			return false
+		}
+	}
+	for _, addr := range held {
+		if req.Pool != "" && a.PoolOf(addr) != req.Pool && !slices.Contains(req.Requested, addr) {
+			return false
+		}
+		if a.shareable(addr, req) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Allocator) choose(req Request) ([]netip.Addr, error) {
+	if len(req.Families) == 0 {
+		return nil, fmt.Errorf("the Service asks for no IP family")
+	}
+	byFamily := map[Family]netip.Addr{}
+	var from *pool
+	var fromAddr netip.Addr
+	for _, r := range req.Requested {
+		f := FamilyOf(r)
+		if !slices.Contains(req.Families, f) {
+			return nil, fmt.Errorf("requested address %s is %s, but the Service's IP families are %v", r, f, req.Families)
+		}
+		if _, dup := byFamily[f]; dup {
+			return nil, fmt.Errorf("more than one %s address requested", f)
+		}
+		p := a.poolOf(r)
+		if p == nil {
+			return nil, fmt.Errorf("requested address %s is in no pool (pools: %s)", r, a.poolNames())
+		}
+		if req.Pool != "" && p.Name != req.Pool {
+			return nil, fmt.Errorf("requested address %s is in pool %q, not in the requested pool %q", r, p.Name, req.Pool)
+		}
+		if err := a.allowed(p, req); err != nil {
+			return nil, err
+		}
+		if from != nil && from != p {
+			return nil, fmt.Errorf("requested addresses %s and %s are in different pools (%q, %q)", fromAddr, r, from.Name, p.Name)
+		}
+		if err := a.shareable(r, req); err != nil {
+			return nil, fmt.Errorf("requested address %w", err)
+		}
+		from, fromAddr = p, r
+		byFamily[f] = r
+	}
+	if len(byFamily) < len(req.Families) {
+		candidates, err := a.candidatePools(req, from)
+		if err != nil {
+			return nil, err
+		}
+		var errs []string
+		for _, p := range candidates {
+			picked, err := a.pick(p, req, byFamily)
+			if err == nil {
+				byFamily = picked
+				from = p
+				break
+			}
+			errs = append(errs, err.Error())
+		}
+		if len(byFamily) < len(req.Families) {
+			return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+	}
+	out := make([]netip.Addr, 0, len(req.Families))
+	for _, f := range req.Families {
+		out = append(out, byFamily[f])
+	}
+	return out, nil
+}
+
+func (a *Allocator) poolNames() string {
+	var names []string
+	for _, p := range a.pools {
+		names = append(names, p.Name)
+	}
+	if len(names) == 0 {
+		return "none configured"
+	}
+	return strings.Join(names, ", ")
+}
+
+// candidatePools are the pools req may allocate from, in config order.
+func (a *Allocator) candidatePools(req Request, fixed *pool) ([]*pool, error) {
+	if fixed != nil {
+		return []*pool{fixed}, nil
+	}
+	if req.Pool != "" {
+		for _, p := range a.pools {
+			if p.Name == req.Pool {
+				if err := a.allowed(p, req); err != nil {
+					return nil, err
+				}
+				return []*pool{p}, nil
+			}
+		}
+		return nil, fmt.Errorf("there is no pool %q (pools: %s)", req.Pool, a.poolNames())
+	}
+	var out []*pool
+	for _, p := range a.pools {
+		if p.Auto() && a.allowed(p, req) == nil && p.hasFamilies(req.Families) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no pool that assigns addresses automatically serves this Service with %v addresses (pools: %s)", req.Families, a.poolNames())
+	}
+	return out, nil
+}
+
+func (p *pool) hasFamilies(fs []Family) bool {
+	for _, f := range fs {
+		if !slices.ContainsFunc(p.ranges, func(r config.AddressRange) bool { return FamilyOf(r.First) == f }) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Allocator) allowed(p *pool, req Request) error {
+	if len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, req.Namespace) {
+		return fmt.Errorf("pool %q is not for namespace %q (it serves %s)", p.Name, req.Namespace, strings.Join(p.Namespaces, ", "))
+	}
+	if !p.selector.Matches(labels.Set(req.Labels)) {
+		return fmt.Errorf("pool %q serves only Services matching %s", p.Name, p.selector)
+	}
+	return nil
+}
+
+// pick fills the families missing from have with addresses of p.
+func (a *Allocator) pick(p *pool, req Request, have map[Family]netip.Addr) (map[Family]netip.Addr, error) {
+	out := map[Family]netip.Addr{}
+	for f, addr := range have {
+		out[f] = addr
+	}
+	for _, f := range req.Families {
+		if _, ok := out[f]; ok {
+			continue
+		}
+		addr, ok := a.free(p, f, req)
+		if !ok {
+			return nil, fmt.Errorf("pool %q has no free %s address (all %s in use)", p.Name, f, p.size(f))
+		}
+		out[f] = addr
+	}
+	return out, nil
+}
+
+// free finds an address of family f in p that req may use: one it can
+// share under its sharing key first, then the lowest unused one.
+func (a *Allocator) free(p *pool, f Family, req Request) (netip.Addr, bool) {
+	if req.SharingKey != "" {
+		var shared []netip.Addr
+		for addr, owners := range a.owners {
+			if FamilyOf(addr) == f && a.poolOf(addr) == p && owners[0].sharingKey == req.SharingKey && a.shareable(addr, req) == nil {
+				shared = append(shared, addr)
+			}
+		}
+		if len(shared) > 0 {
+			return slices.MinFunc(shared, netip.Addr.Compare), true
+		}
+	}
+	for _, r := range p.ranges {
+		if FamilyOf(r.First) != f {
+			continue
+		}
+		for addr := r.First; addr.IsValid() && !r.Last.Less(addr); addr = addr.Next() {
+			if p.AvoidBuggyIPs && buggy(addr) {
+				continue
+			}
+			if _, used := a.owners[addr]; !used {
+				return addr, true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// buggy reports IPv4 addresses ending in .0 or .255, which some clients
+// and routers mistake for network or broadcast addresses.
+func buggy(a netip.Addr) bool {
+	if !a.Is4() {
+		return false
+	}
+	last := a.As4()[3]
+	return last == 0 || last == 255
+}
+
+// size is how many addresses of family f the pool has, for messages.
+func (p *pool) size(f Family) string {
+	total := new(big.Int)
+	for _, r := range p.ranges {
+		if FamilyOf(r.First) != f {
+			continue
+		}
+		first := new(big.Int).SetBytes(r.First.AsSlice())
+		last := new(big.Int).SetBytes(r.Last.AsSlice())
+		total.Add(total, last.Sub(last, first).Add(last, big.NewInt(1)))
+	}
+	return total.String()
+}
