@@ -1,0 +1,120 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+// The speaker is tested against a real gobgpd on loopback, by what gobgpd
+// learned.
+func startPair(t *testing.T, addPath bool) (*Speaker, *framework.GoBGPD) {
+	t.Helper()
+	dir := t.TempDir()
+	peer, err := framework.StartGoBGPD(dir, "gobgpd", "127.0.0.1", 64500, []framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: addPath}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(peer.Stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	established := make(chan struct{}, 10)
+	s, err := Start(ctx, Config{
+		ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.2"),
+		Peers: []Peer{{
+			Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(peer.Port), ASN: 64500,
+			HoldTime: 9 * time.Second, Keepalive: 3 * time.Second, ConnectRetry: time.Second,
+			IPv4: true, IPv6: true, GracefulRestart: true, RestartTime: 30 * time.Second,
+		}},
+	}, slog.New(slog.NewTextHandler(os.Stderr, nil)), func(st PeerState) {
+		if st.Established {
+			established <- struct{}{}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background(), false) })
+	select {
+	case <-established:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the session to gobgpd did not come up:\n%s", peer.Logs())
+	}
+	return s, peer
+}
+
+func waitRIB(t *testing.T, peer *framework.GoBGPD, family string, want map[string][]string) {
+	t.Helper()
+	framework.Eventually(t, 20*time.Second, "gobgpd's "+family+" RIB", func() (bool, string) {
+		rib, err := peer.RIB(family)
+		if err != nil {
+			return false, err.Error()
+		}
+		for p := range rib {
+			slices.Sort(rib[p])
+		}
+		if len(rib) != len(want) {
+			return false, fmt.Sprintf("RIB %v, want %v", rib, want)
+		}
+		for p, nhs := range want {
+			if !slices.Equal(rib[p], nhs) {
+				return false, fmt.Sprintf("RIB %v, want %v", rib, want)
+			}
+		}
+		return true, ""
+	})
+}
+
+func vip(prefix string, nextHops ...string) []Path {
+	var out []Path
+	for _, nh := range nextHops {
+		out = append(out, Path{Prefix: netip.MustParsePrefix(prefix), NextHop: netip.MustParseAddr(nh)})
+	}
+	return out
+}
+
+func TestSpeakerConvergesWithAddPath(t *testing.T) {
+	s, peer := startPair(t, true)
+	paths := append(vip("192.0.2.10/32", "198.51.100.1", "198.51.100.2", "198.51.100.3"), vip("2001:db8::10/128", "2001:db8:1::1", "2001:db8:1::2")...)
+	if err := s.SetPaths(paths); err != nil {
+		t.Fatal(err)
+	}
+	waitRIB(t, peer, "ipv4", map[string][]string{"192.0.2.10/32": {"198.51.100.1", "198.51.100.2", "198.51.100.3"}})
+	waitRIB(t, peer, "ipv6", map[string][]string{"2001:db8::10/128": {"2001:db8:1::1", "2001:db8:1::2"}})
+
+	// One next hop leaves, a VIP is added, the IPv6 one withdrawn.
+	paths = append(vip("192.0.2.10/32", "198.51.100.1", "198.51.100.3"), vip("192.0.2.11/32", "198.51.100.2")...)
+	if err := s.SetPaths(paths); err != nil {
+		t.Fatal(err)
+	}
+	waitRIB(t, peer, "ipv4", map[string][]string{"192.0.2.10/32": {"198.51.100.1", "198.51.100.3"}, "192.0.2.11/32": {"198.51.100.2"}})
+	waitRIB(t, peer, "ipv6", map[string][]string{})
+	if n := s.Announced(); n != 3 {
+		t.Errorf("Announced() = %d, want 3", n)
+	}
+	if err := s.SetPaths(nil); err != nil {
+		t.Fatal(err)
+	}
+	waitRIB(t, peer, "ipv4", map[string][]string{})
+}
+
+func TestSpeakerWithoutAddPathSendsOneNextHop(t *testing.T) {
+	s, peer := startPair(t, false)
+	if err := s.SetPaths(vip("192.0.2.20/32", "198.51.100.1", "198.51.100.2")); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 20*time.Second, "one next hop at a peer without ADD-PATH", func() (bool, string) {
+		rib, err := peer.RIB("ipv4")
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(rib["192.0.2.20/32"]) == 1, fmt.Sprintf("RIB %v", rib)
+	})
+}

@@ -1,0 +1,185 @@
+package framework
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+var aptOnce sync.Once
+
+// EnsureCommands installs the Debian packages that provide the commands
+// (command: package) which are not on PATH yet. It needs root and apt.
+func EnsureCommands(commands map[string]string) error {
+	var missing []string
+	for cmd, pkg := range commands {
+		if _, err := exec.LookPath(cmd); err != nil {
+			missing = append(missing, pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the tests need the Debian packages %v, which are not installed, and installing them needs root", missing)
+	}
+	var updateErr error
+	aptOnce.Do(func() {
+		if out, err := exec.Command("apt-get", "update").CombinedOutput(); err != nil {
+			updateErr = fmt.Errorf("apt-get update: %w\n%s", err, out)
+		}
+	})
+	if updateErr != nil {
+		return updateErr
+	}
+	cmd := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get install %v: %w\n%s", missing, err, out)
+	}
+	return nil
+}
+
+// GoBGPNeighbor is a neighbour of a test gobgpd.
+type GoBGPNeighbor struct {
+	Address  string
+	ASN      uint32
+	Password string
+	// AddPath makes gobgpd receive every path of a prefix (RFC 7911).
+	AddPath bool
+}
+
+// GoBGPD is a real gobgpd, a passive peer on loopback, for assertions on
+// what it learned.
+type GoBGPD struct {
+	Address string // where it listens
+	Port    int
+	APIPort int
+	proc    *Process
+}
+
+// StartGoBGPD starts gobgpd listening on address (a loopback address) at a
+// free port, with its API on another.
+func StartGoBGPD(dir, name, address string, asn uint32, neighbors []GoBGPNeighbor) (*GoBGPD, error) {
+	if err := EnsureCommands(map[string]string{"gobgpd": "gobgpd", "gobgp": "gobgpd"}); err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	apiPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[global.config]\n  as = %d\n  router-id = %q\n  port = %d\n  local-address-list = [%q]\n", asn, address, port, address)
+	for _, n := range neighbors {
+		fmt.Fprintf(&b, "\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %q\n    peer-as = %d\n", n.Address, n.ASN)
+		if n.Password != "" {
+			fmt.Fprintf(&b, "    auth-password = %q\n", n.Password)
+		}
+		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n")
+		fmt.Fprintf(&b, "  [neighbors.graceful-restart.config]\n    enabled = true\n    helper-only = true\n")
+		for _, fam := range []string{"ipv4-unicast", "ipv6-unicast"} {
+			fmt.Fprintf(&b, "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = %q\n", fam)
+			fmt.Fprintf(&b, "    [neighbors.afi-safis.mp-graceful-restart.config]\n      enabled = true\n")
+			if n.AddPath {
+				fmt.Fprintf(&b, "    [neighbors.afi-safis.add-paths.config]\n      receive = true\n")
+			}
+		}
+	}
+	conf := filepath.Join(dir, name+".toml")
+	if err := os.WriteFile(conf, []byte(b.String()), 0o600); err != nil {
+		return nil, err
+	}
+	p, err := StartProcess("gobgpd", dir, name, 0, nil, "-f", conf, "-t", "toml", "-p",
+		"--api-hosts", fmt.Sprintf("127.0.0.1:%d", apiPort), "--pprof-disable")
+	if err != nil {
+		return nil, err
+	}
+	g := &GoBGPD{Address: address, Port: port, APIPort: apiPort, proc: p}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := g.CLI("global"); err == nil {
+			return g, nil
+		}
+		if done, err := p.Exited(); done || time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("gobgpd did not start (%v):\n%s", err, p.Logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Stop ends gobgpd.
+func (g *GoBGPD) Stop() { g.proc.Stop() }
+
+// Logs is what gobgpd printed.
+func (g *GoBGPD) Logs() string { return g.proc.Logs() }
+
+func (g *GoBGPD) CLI(args ...string) ([]byte, error) {
+	cmd := exec.Command("gobgp", append([]string{"-u", "127.0.0.1", "-p", fmt.Sprint(g.APIPort)}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("gobgp %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
+// RIB returns gobgpd's global RIB for family ("ipv4" or "ipv6"): every
+// prefix with the next hops of its paths, in the order gobgpd lists them.
+func (g *GoBGPD) RIB(family string) (map[string][]string, error) {
+	out, err := g.CLI("global", "rib", "-a", family, "-j")
+	if err != nil {
+		return nil, err
+	}
+	var rib map[string][]struct {
+		Attrs []struct {
+			Type    int    `json:"type"`
+			Nexthop string `json:"nexthop"`
+		} `json:"attrs"`
+	}
+	if err := json.Unmarshal(out, &rib); err != nil {
+		return nil, fmt.Errorf("reading gobgp's RIB %q: %w", out, err)
+	}
+	res := map[string][]string{}
+	for prefix, paths := range rib {
+		for _, p := range paths {
+			for _, a := range p.Attrs {
+				if a.Nexthop != "" {
+					res[prefix] = append(res[prefix], a.Nexthop)
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// NeighborState returns gobgpd's view of the session with addr:
+// "established", "active", ... and the session's uptime in seconds.
+func (g *GoBGPD) NeighborState(addr string) (string, int64, error) {
+	out, err := g.CLI("neighbor", addr, "-j")
+	if err != nil {
+		return "", 0, err
+	}
+	var n struct {
+		State struct {
+			SessionState any `json:"session_state"`
+		} `json:"state"`
+		Timers struct {
+			State struct {
+				Uptime any `json:"uptime"`
+			} `json:"state"`
+		} `json:"timers"`
+	}
+	if err := json.Unmarshal(out, &n); err != nil {
+		return "", 0, fmt.Errorf("reading gobgp neighbor %q: %w", out, err)
+	}
+	return fmt.Sprint(n.State.SessionState), 0, nil
+}
