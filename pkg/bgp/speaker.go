@@ -399,4 +399,3 @@ func apiPath(p Path, id uint32, withdraw bool) (*apiutil.Path, error) {
 func (s *Speaker) Stop(ctx context.Context, graceful bool) error {
 	return s.srv.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: graceful})
 }
-

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 )
 
 const metricsSubsystem = "baremetal_cloud_config"
@@ -27,7 +29,7 @@ var (
 
 func configLoaded(ok bool) {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(configReloads, configValid)
+		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, announcedPaths)
 	})
 	if ok {
 		configReloads.WithLabelValues("success").Inc()
@@ -36,4 +38,34 @@ func configLoaded(ok bool) {
 	}
 	configReloads.WithLabelValues("failure").Inc()
 	configValid.Set(0)
+}
+
+var (
+	peerEstablished = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_bgp",
+		Name:           "peer_established",
+		Help:           "1 while the BGP session with the peer is established, else 0.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer"})
+	peerTransitions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_bgp",
+		Name:           "peer_state_changes_total",
+		Help:           "BGP session state changes, by peer and new state.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer", "state"})
+	announcedPaths = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_bgp",
+		Name:           "announced_paths",
+		Help:           "Paths (prefix and next hop) the BGP speaker announces.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+func peerStateChanged(st bgp.PeerState) {
+	v := 0.0
+	if st.Established {
+		v = 1
+	}
+	peerEstablished.WithLabelValues(st.Address.String()).Set(v)
+	peerTransitions.WithLabelValues(st.Address.String(), st.State).Inc()
 }

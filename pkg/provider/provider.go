@@ -61,6 +61,7 @@ type Cloud struct {
 	configPath string
 	inv        atomic.Pointer[inventory.Inventory]
 	watcher    *config.Watcher
+	net        *network
 
 	// recorder is set by Initialize; it is nil on a replica that has not
 	// become leader.
@@ -78,7 +79,10 @@ func New(path string) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cloud{configPath: path}
+	c := &Cloud{configPath: path, net: newNetwork(cfg)}
+	c.net.eventf = func(ref *v1.ObjectReference, eventType, reason, format string, args ...any) {
+		c.eventf(ref, eventType, reason, format, args...)
+	}
 	c.inv.Store(inventory.New(cfg.Inventory))
 	configLoaded(true)
 	klog.InfoS("Loaded cloud config", "path", path, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
@@ -93,6 +97,7 @@ func (c *Cloud) inventory() *inventory.Inventory { return c.inv.Load() }
 // apply puts a new, valid config in force.
 func (c *Cloud) apply(cfg *config.Config) {
 	c.inv.Store(inventory.New(cfg.Inventory))
+	c.net.reload(context.Background(), cfg)
 	configLoaded(true)
 	klog.InfoS("Reloaded cloud config", "path", c.configPath, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
 	c.mu.Lock()
@@ -137,10 +142,13 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 	broadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "baremetal-cloud-provider"})
 	c.recorder.Store(&recorder)
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-stop
+		cancel()
 		broadcaster.Shutdown()
 	}()
+	go c.net.start(ctx)
 }
 
 // ProviderName implements cloudprovider.Interface.
@@ -162,8 +170,9 @@ func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
 // Clusters is not implemented.
 func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
-// LoadBalancer is not implemented yet.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+// LoadBalancer implements cloudprovider.Interface: VIPs from the pools of
+// the cloud config, announced over BGP.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
 
 // Routes is not implemented yet.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }

@@ -78,6 +78,9 @@ func StartCluster() (*Cluster, error) {
 	args.Set("bind-address", "127.0.0.1")
 	// Events are what users read; keep them for the whole test.
 	args.Set("event-ttl", "1h")
+	// Dual-stack Services need a range of each family (addresses in them
+	// are only ever written into objects).
+	args.Set("service-cluster-ip-range", "10.0.0.0/24,fd00:10::/108")
 	if os.Getenv("TEST_CONTROL_PLANE_OUTPUT") != "" {
 		env.AttachControlPlaneOutput = true
 	}

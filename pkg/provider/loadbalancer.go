@@ -1,0 +1,187 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/ipam"
+)
+
+var _ cloudprovider.LoadBalancer = &Cloud{}
+
+// lbService is what the provider knows of one LoadBalancer Service.
+type lbService struct {
+	namespace, name string
+	vips            []netip.Addr
+	etpLocal        bool
+	// nodes are the names of the Nodes the service controller passed last.
+	// Nil until it has passed any: then every Node that is eligible
+	// counts (used at start, before the controller's first sync).
+	nodes []string
+}
+
+func serviceKey(svc *v1.Service) string { return svc.Namespace + "/" + svc.Name }
+
+// GetLoadBalancerName implements cloudprovider.LoadBalancer.
+func (c *Cloud) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Service) string {
+	return cloudprovider.DefaultLoadBalancerName(svc)
+}
+
+// GetLoadBalancer reports the addresses the Service holds.
+func (c *Cloud) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	if err := c.net.waitReady(ctx); err != nil {
+		return nil, false, err
+	}
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	vips := c.net.alloc.Addresses(serviceKey(svc))
+	if len(vips) == 0 {
+		return nil, false, nil
+	}
+	return lbStatus(vips), true, nil
+}
+
+// EnsureLoadBalancer gives the Service its addresses and announces them
+// with the eligible nodes as next hops. An error leaves what the Service
+// had in place; the service controller turns it into an Event.
+func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	if err := c.net.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	req, err := allocationRequest(svc)
+	if err != nil {
+		return nil, err
+	}
+	n := c.net
+	n.mu.Lock()
+	vips, err := n.alloc.Allocate(req)
+	if err != nil {
+		n.mu.Unlock()
+		return nil, fmt.Errorf("Service %s: %w", req.Service, err)
+	}
+	n.services[req.Service] = &lbService{
+		namespace: svc.Namespace, name: svc.Name, vips: vips,
+		etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
+		nodes:    nodeNames(nodes),
+	}
+	n.mu.Unlock()
+	klog.V(2).InfoS("Load balancer ensured", "service", klog.KObj(svc), "addresses", vips)
+	if err := n.announce(); err != nil {
+		return nil, err
+	}
+	return lbStatus(vips), nil
+}
+
+// UpdateLoadBalancer follows a change of the Nodes the service controller
+// passes.
+func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) error {
+	if err := c.net.waitReady(ctx); err != nil {
+		return err
+	}
+	n := c.net
+	n.mu.Lock()
+	s, ok := n.services[serviceKey(svc)]
+	if ok {
+		s.nodes = nodeNames(nodes)
+		s.etpLocal = svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	}
+	n.mu.Unlock()
+	if !ok {
+		_, err := c.EnsureLoadBalancer(ctx, "", svc, nodes)
+		return err
+	}
+	return n.announce()
+}
+
+// EnsureLoadBalancerDeleted withdraws the Service's paths and frees its
+// addresses.
+func (c *Cloud) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1.Service) error {
+	if err := c.net.waitReady(ctx); err != nil {
+		return err
+	}
+	n := c.net
+	key := serviceKey(svc)
+	n.mu.Lock()
+	vips := n.alloc.Addresses(key)
+	n.alloc.Release(key)
+	delete(n.services, key)
+	n.mu.Unlock()
+	if len(vips) > 0 {
+		klog.InfoS("Load balancer deleted", "service", klog.KObj(svc), "addresses", vips)
+	}
+	return n.announce()
+}
+
+func allocationRequest(svc *v1.Service) (ipam.Request, error) {
+	req := ipam.Request{Service: serviceKey(svc), Namespace: svc.Namespace, Labels: svc.Labels}
+	for _, f := range svc.Spec.IPFamilies {
+		if f == v1.IPv6Protocol {
+			req.Families = append(req.Families, ipam.IPv6)
+		} else {
+			req.Families = append(req.Families, ipam.IPv4)
+		}
+	}
+	if len(req.Families) == 0 {
+		req.Families = []ipam.Family{ipam.IPv4}
+	}
+	var err error
+	if req.Requested, err = requestedIPs(svc); err != nil {
+		return req, fmt.Errorf("Service %s: %w", req.Service, err)
+	}
+	if v, ok := svc.Annotations[AnnotationAddressPool]; ok {
+		if req.Pool, err = ParsePoolName(v); err != nil {
+			return req, fmt.Errorf("Service %s: %w", req.Service, err)
+		}
+	}
+	if v, ok := svc.Annotations[AnnotationSharingKey]; ok {
+		if req.SharingKey, err = ParseSharingKey(v); err != nil {
+			return req, fmt.Errorf("Service %s: %w", req.Service, err)
+		}
+	}
+	for _, p := range svc.Spec.Ports {
+		req.Ports = append(req.Ports, ipam.Port{Protocol: string(p.Protocol), Port: p.Port})
+	}
+	return req, nil
+}
+
+func lbStatus(vips []netip.Addr) *v1.LoadBalancerStatus {
+	st := &v1.LoadBalancerStatus{}
+	vip := v1.LoadBalancerIPModeVIP
+	for _, a := range vips {
+		st.Ingress = append(st.Ingress, v1.LoadBalancerIngress{IP: a.String(), IPMode: &vip})
+	}
+	return st
+}
+
+func nodeNames(nodes []*v1.Node) []string {
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// statusAddresses reads the addresses a Service was given before, from its
+// status.
+func statusAddresses(svc *v1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if ip, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
+// managed reports whether this provider serves the Service.
+func managed(svc *v1.Service) bool {
+	return svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
+}
+

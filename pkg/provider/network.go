@@ -1,0 +1,408 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/ipam"
+)
+
+// network holds the load-balancer state: the address allocations and the
+// desired BGP paths, both derived from the cluster (Service status and
+// annotations, Nodes, EndpointSlices), never stored elsewhere.
+type network struct {
+	eventf func(ref *v1.ObjectReference, eventType, reason, format string, args ...any)
+
+	mu       sync.Mutex
+	cfg      *config.Config
+	alloc    *ipam.Allocator
+	services map[string]*lbService
+	speaker  *bgp.Speaker
+
+	// ready is closed once the allocations are rebuilt from the Services.
+	ready chan struct{}
+	// announceMu keeps one convergence of the speaker at a time.
+	announceMu sync.Mutex
+
+	nodes    corelisters.NodeLister
+	slices   discoverylisters.EndpointSliceLister
+	svcs     corelisters.ServiceLister
+	synced []cache.InformerSynced
+	// informed is closed once SetInformers has run.
+	informed chan struct{}
+}
+
+func newNetwork(cfg *config.Config) *network {
+	return &network{
+		cfg:      cfg,
+		alloc:    ipam.New(cfg.LoadBalancer.Pools),
+		services: map[string]*lbService{},
+		ready:    make(chan struct{}),
+		informed: make(chan struct{}),
+		eventf:   func(*v1.ObjectReference, string, string, string, ...any) {},
+	}
+}
+
+var _ cloudprovider.InformerUser = &Cloud{}
+
+// SetInformers implements cloudprovider.InformerUser: the provider follows
+// Node readiness and EndpointSlices itself, since the service controller
+// does not pass those changes on.
+func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
+	n := c.net
+	nodes := factory.Core().V1().Nodes()
+	slicesInf := factory.Discovery().V1().EndpointSlices()
+	svcs := factory.Core().V1().Services()
+	n.nodes, n.slices, n.svcs = nodes.Lister(), slicesInf.Lister(), svcs.Lister()
+	n.synced = []cache.InformerSynced{nodes.Informer().HasSynced, slicesInf.Informer().HasSynced, svcs.Informer().HasSynced}
+	close(n.informed)
+	onChange := func(any) { n.announceLogged() }
+	nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			if nodeRouting(old.(*v1.Node)) != nodeRouting(cur.(*v1.Node)) {
+				n.announceLogged()
+			}
+		},
+		DeleteFunc: onChange,
+	})
+	slicesInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onChange,
+		UpdateFunc: func(_, cur any) { n.announceLogged() },
+		DeleteFunc: onChange,
+	})
+}
+
+// nodeRouting is what of a Node matters to its next hops.
+func nodeRouting(node *v1.Node) string {
+	return fmt.Sprint(nodeReady(node), node.Status.Addresses, nodeEligible(node))
+}
+
+// start rebuilds the allocations from the Services' status, then starts
+// the BGP speaker with the paths already known, so that a new leader
+// announces everything at once. It runs on the leader only.
+func (n *network) start(ctx context.Context) {
+	// The framework calls SetInformers right after Initialize.
+	select {
+	case <-n.informed:
+	case <-ctx.Done():
+		return
+	}
+	if !cache.WaitForNamedCacheSync("baremetal-load-balancer", ctx.Done(), n.synced...) {
+		return
+	}
+	n.rebuild()
+	close(n.ready)
+	n.mu.Lock()
+	cfg := n.cfg
+	n.mu.Unlock()
+	if cfg.LoadBalancer.Announce != config.AnnounceBGP || cfg.BGP.LocalASN == 0 {
+		klog.InfoS("BGP announcements are off", "announce", cfg.LoadBalancer.Announce)
+		return
+	}
+	speaker, err := bgp.Start(ctx, speakerConfig(cfg.BGP, nil), slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), peerStateChanged)
+	if err != nil {
+		klog.ErrorS(err, "Starting the BGP speaker failed; VIPs are allocated but not announced")
+		return
+	}
+	n.mu.Lock()
+	n.speaker = speaker
+	n.mu.Unlock()
+	// Paths first, then peers: the first UPDATEs hold the whole table.
+	n.announceLogged()
+	n.setPeers(ctx, cfg.BGP)
+	go func() {
+		<-ctx.Done()
+		speaker.Stop(context.Background(), true)
+	}()
+}
+
+func (n *network) waitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("load-balancer state not rebuilt from the Services yet: %w", ctx.Err())
+	}
+}
+
+// rebuild records the addresses every Service already has.
+func (n *network) rebuild() {
+	svcs, err := n.svcs.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Listing Services to rebuild the allocations")
+		return
+	}
+	// Oldest first, so that in a conflict the Service that had the address
+	// first keeps it.
+	slices.SortFunc(svcs, func(a, b *v1.Service) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	count := 0
+	for _, svc := range svcs {
+		vips := statusAddresses(svc)
+		if !managed(svc) || len(vips) == 0 {
+			continue
+		}
+		req, err := allocationRequest(svc)
+		if err != nil {
+			klog.ErrorS(err, "Annotation of a Service with addresses is not valid; keeping its addresses", "service", klog.KObj(svc))
+		}
+		if err := n.alloc.Assign(req, vips); err != nil {
+			klog.ErrorS(err, "Service status claims an address another Service holds", "service", klog.KObj(svc))
+			n.eventf(serviceRef(svc.Namespace, svc.Name), v1.EventTypeWarning, "AddressConflict", "the addresses in this Service's status are held by another Service: %v", err)
+			continue
+		}
+		n.services[req.Service] = &lbService{namespace: svc.Namespace, name: svc.Name, vips: vips,
+			etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal}
+		count++
+	}
+	klog.InfoS("Rebuilt load-balancer allocations from Service status", "services", count)
+	n.warnOutsidePools(n.alloc.SetPools(n.cfg.LoadBalancer.Pools))
+}
+
+// reload puts a new config in force: pools, attributes and peers change,
+// allocations stay.
+func (n *network) reload(ctx context.Context, cfg *config.Config) {
+	n.mu.Lock()
+	n.cfg = cfg
+	n.warnOutsidePools(n.alloc.SetPools(cfg.LoadBalancer.Pools))
+	n.mu.Unlock()
+	n.setPeers(ctx, cfg.BGP)
+	n.announceLogged()
+}
+
+// warnOutsidePools tells the Services whose address a pool edit left
+// outside every pool. They keep it. Callers hold n.mu.
+func (n *network) warnOutsidePools(outside []netip.Addr) {
+	for _, s := range n.services {
+		for _, vip := range s.vips {
+			if slices.Contains(outside, vip) {
+				klog.InfoS("Service address is outside every pool; it keeps serving", "service", s.namespace+"/"+s.name, "address", vip)
+				n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "AddressOutsidePools",
+					"address %s is no longer in any pool of loadBalancer.pools; it keeps serving, but a new allocation would not get it", vip)
+			}
+		}
+	}
+}
+
+func (n *network) setPeers(ctx context.Context, cfg config.BGP) {
+	n.mu.Lock()
+	speaker := n.speaker
+	n.mu.Unlock()
+	if speaker == nil {
+		return
+	}
+	var failed []string
+	peers := speakerConfig(cfg, &failed).Peers
+	for _, f := range failed {
+		klog.ErrorS(nil, "BGP peer not configured", "reason", f)
+	}
+	if err := speaker.SetPeers(ctx, peers); err != nil {
+		klog.ErrorS(err, "Configuring BGP peers")
+	}
+}
+
+func speakerConfig(b config.BGP, failed *[]string) bgp.Config {
+	cfg := bgp.Config{ASN: b.LocalASN, ListenPort: b.ListenPort, ListenAddresses: b.ListenAddresses}
+	cfg.RouterID, _ = netip.ParseAddr(b.RouterID)
+	for _, p := range b.Peers {
+		password, err := p.PeerPassword()
+		if err != nil {
+			if failed != nil {
+				*failed = append(*failed, err.Error())
+			}
+			continue
+		}
+		addr, _ := netip.ParseAddr(p.Address)
+		src, _ := netip.ParseAddr(p.SourceAddress)
+		cfg.Peers = append(cfg.Peers, bgp.Peer{
+			Address: addr, Port: p.Port, ASN: p.ASN, Password: password, SourceAddress: src,
+			HoldTime: p.HoldTime.Duration, Keepalive: p.KeepaliveTime.Duration, ConnectRetry: p.ConnectRetryTime.Duration,
+			EBGPMultihopTTL: p.EBGPMultihop,
+			IPv4:            slices.Contains(p.AddressFamilies, config.FamilyIPv4),
+			IPv6:            slices.Contains(p.AddressFamilies, config.FamilyIPv6),
+			GracefulRestart: p.GracefulRestart.On(), RestartTime: p.GracefulRestart.RestartTime.Duration,
+		})
+	}
+	return cfg
+}
+
+func (n *network) announceLogged() {
+	if err := n.announce(); err != nil {
+		klog.ErrorS(err, "Converging BGP announcements")
+	}
+}
+
+// announce converges the speaker to the paths the current state asks for.
+func (n *network) announce() error {
+	n.announceMu.Lock()
+	defer n.announceMu.Unlock()
+	n.mu.Lock()
+	speaker := n.speaker
+	if speaker == nil {
+		n.mu.Unlock()
+		return nil
+	}
+	paths := n.desiredPaths()
+	n.mu.Unlock()
+	err := speaker.SetPaths(paths)
+	announcedPaths.Set(float64(speaker.Announced()))
+	return err
+}
+
+// desiredPaths is every VIP via every eligible node. Callers hold n.mu.
+func (n *network) desiredPaths() []bgp.Path {
+	attrs := map[string]config.PoolBGP{}
+	for _, p := range n.cfg.LoadBalancer.Pools {
+		attrs[p.Name] = p.BGP
+	}
+	var paths []bgp.Path
+	for _, s := range n.services {
+		hops := n.nextHops(s)
+		for _, vip := range s.vips {
+			a := attrs[n.alloc.PoolOf(vip)]
+			for _, nh := range hops {
+				if nh.Is4() != vip.Is4() {
+					continue
+				}
+				paths = append(paths, pathWith(netip.PrefixFrom(vip, vip.BitLen()), nh, a))
+			}
+		}
+	}
+	return paths
+}
+
+func pathWith(prefix netip.Prefix, nextHop netip.Addr, a config.PoolBGP) bgp.Path {
+	p := bgp.Path{Prefix: prefix, NextHop: nextHop}
+	for _, c := range a.Communities {
+		if v, err := config.ParseCommunity(c); err == nil {
+			p.Communities = append(p.Communities, v)
+		}
+	}
+	for _, c := range a.LargeCommunities {
+		if v, err := config.ParseLargeCommunity(c); err == nil {
+			p.LargeCommunities = append(p.LargeCommunities, bgp.LargeCommunity(v))
+		}
+	}
+	if a.LocalPreference != nil {
+		p.LocalPref = *a.LocalPreference
+	}
+	return p
+}
+
+// nextHops are the addresses of the nodes that may take the Service's
+// traffic, as a cloud load balancer's health check would see them: Ready,
+// among those the service controller passed, and with
+// externalTrafficPolicy Local only those with a ready endpoint.
+func (n *network) nextHops(s *lbService) []netip.Addr {
+	var candidates []*v1.Node
+	if s.nodes == nil {
+		all, _ := n.nodes.List(labels.Everything())
+		for _, node := range all {
+			if nodeEligible(node) {
+				candidates = append(candidates, node)
+			}
+		}
+	} else {
+		for _, name := range s.nodes {
+			if node, err := n.nodes.Get(name); err == nil {
+				candidates = append(candidates, node)
+			}
+		}
+	}
+	var local map[string]bool
+	if s.etpLocal {
+		local = n.nodesWithReadyEndpoints(s.namespace, s.name)
+	}
+	var hops []netip.Addr
+	for _, node := range candidates {
+		if !nodeReady(node) || (local != nil && !local[node.Name]) {
+			continue
+		}
+		hops = append(hops, nodeIPs(node)...)
+	}
+	slices.SortFunc(hops, netip.Addr.Compare)
+	return slices.Compact(hops)
+}
+
+func (n *network) nodesWithReadyEndpoints(namespace, name string) map[string]bool {
+	out := map[string]bool{}
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name})
+	list, _ := n.slices.EndpointSlices(namespace).List(sel)
+	for _, sl := range list {
+		for _, ep := range sl.Endpoints {
+			if ep.NodeName != nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
+				out[*ep.NodeName] = true
+			}
+		}
+	}
+	return out
+}
+
+// nodeEligible is the service controller's own filter (not excluded, not
+// being deleted or drained by the autoscaler), used before it has synced.
+func nodeEligible(node *v1.Node) bool {
+	if !node.DeletionTimestamp.IsZero() {
+		return false
+	}
+	if v, ok := node.Labels[v1.LabelNodeExcludeBalancers]; ok {
+		if excluded, err := strconv.ParseBool(v); err != nil || excluded {
+			return false
+		}
+	}
+	return !slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == "ToBeDeletedByClusterAutoscaler" })
+}
+
+func nodeReady(node *v1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// nodeIPs are the next-hop addresses of a node: its InternalIPs, one per
+// family, or else its ExternalIPs.
+func nodeIPs(node *v1.Node) []netip.Addr {
+	pick := func(t v1.NodeAddressType) []netip.Addr {
+		var out []netip.Addr
+		seen := map[bool]bool{}
+		for _, a := range node.Status.Addresses {
+			if a.Type != t {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil && !seen[ip.Is4()] {
+				seen[ip.Is4()] = true
+				out = append(out, ip.Unmap())
+			}
+		}
+		return out
+	}
+	if ips := pick(v1.NodeInternalIP); len(ips) > 0 {
+		return ips
+	}
+	return pick(v1.NodeExternalIP)
+}
+
+func serviceRef(namespace, name string) *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: namespace, Name: name}
+}
