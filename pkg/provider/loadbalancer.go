@@ -184,4 +184,3 @@ func statusAddresses(svc *v1.Service) []netip.Addr {
 func managed(svc *v1.Service) bool {
 	return svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
 }
-

@@ -42,9 +42,9 @@ type network struct {
 	// announceMu keeps one convergence of the speaker at a time.
 	announceMu sync.Mutex
 
-	nodes    corelisters.NodeLister
-	slices   discoverylisters.EndpointSliceLister
-	svcs     corelisters.ServiceLister
+	nodes  corelisters.NodeLister
+	slices discoverylisters.EndpointSliceLister
+	svcs   corelisters.ServiceLister
 	synced []cache.InformerSynced
 	// informed is closed once SetInformers has run.
 	informed chan struct{}

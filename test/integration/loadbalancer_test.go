@@ -372,4 +372,3 @@ func TestLoadBalancerDualStack(t *testing.T) {
 	s.waitRoute("192.0.2.1/32", "203.0.113.31", "203.0.113.32")
 	s.waitRoute("2001:db8:cafe::/128", "2001:db8:1::31", "2001:db8:1::32")
 }
-
