@@ -94,6 +94,20 @@ func run() error {
 		fmt.Printf("  persistentvolume/%s\n", name)
 	}
 
+	step("Creating a Service of type LoadBalancer")
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: v1.ServiceSpec{
+			Type:     v1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": "web"},
+			Ports:    []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}},
+		},
+	}
+	if _, err := cluster.Admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	fmt.Println("  service/web")
+
 	step("Waiting for the CCM")
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -115,12 +129,15 @@ func run() error {
 	step("PersistentVolumes")
 	out, _ = cluster.Kubectl("get", "pv", "-L", "topology.kubernetes.io/zone,topology.kubernetes.io/region")
 	fmt.Print(out)
+	step("Services")
+	out, _ = cluster.Kubectl("get", "svc", "web")
+	fmt.Print(out)
 	step("Warnings the CCM left for the cluster owner")
 	out, _ = cluster.Kubectl("get", "events", "-A", "--field-selector", "type=Warning", "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message")
 	fmt.Print(out)
 	step("What the CCM logged about it")
 	for _, line := range strings.Split(ccm.Logs(), "\n") {
-		for _, what := range []string{"Loaded cloud config", "Successfully initialized node", "Labelled PersistentVolume"} {
+		for _, what := range []string{"Loaded cloud config", "Successfully initialized node", "Labelled PersistentVolume", "Load balancer ensured"} {
 			if strings.Contains(line, what) {
 				fmt.Println("  " + line)
 			}
@@ -158,7 +175,8 @@ func done(ctx context.Context, c *framework.Cluster) bool {
 			return false
 		}
 	}
-	return true
+	svc, err := c.Admin.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	return err == nil && len(svc.Status.LoadBalancer.Ingress) > 0
 }
 
 func createPV(ctx context.Context, c *framework.Cluster, name string, src v1.PersistentVolumeSource) error {

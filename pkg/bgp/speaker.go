@@ -164,9 +164,27 @@ func (s *Speaker) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 		Established: ev.Peer.State.SessionState == bgp.BGP_FSM_ESTABLISHED,
 	}
 	s.log.Info("BGP session state changed", "peer", st.Address, "asn", st.ASN, "state", st.State, "reason", ev.Peer.State.DisconnectMessage)
+	if st.Established && !receivesAddPath(ev.Peer.State.RemoteCap) {
+		// GoBGP then sends its best path: of our paths for a prefix, the
+		// one it has held longest, which stays until that next hop goes.
+		s.log.Info("BGP peer did not negotiate ADD-PATH receive: it gets one next hop per VIP, not all of them, so no ECMP", "peer", st.Address)
+	}
 	if s.OnPeerState != nil {
 		s.OnPeerState(st)
 	}
+}
+
+func receivesAddPath(caps []bgp.ParameterCapabilityInterface) bool {
+	for _, c := range caps {
+		if ap, ok := c.(*bgp.CapAddPath); ok {
+			for _, t := range ap.Tuples {
+				if t.Mode&bgp.BGP_ADD_PATH_RECEIVE != 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func stateName(st bgp.FSMState) string {
@@ -257,10 +275,13 @@ func apiPeer(p Peer) *api.Peer {
 	return ap
 }
 
+// Change counts what one SetPaths sent.
+type Change struct{ Announced, Withdrawn int }
+
 // SetPaths converges what is announced to paths: new paths are added,
 // changed ones re-announced, and those no longer wanted withdrawn, each in
 // one batch. A path that did not change is not sent again.
-func (s *Speaker) SetPaths(paths []Path) error {
+func (s *Speaker) SetPaths(paths []Path) (Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	want := map[pathKey]Path{}
@@ -272,7 +293,7 @@ func (s *Speaker) SetPaths(paths []Path) error {
 		if _, ok := want[k]; !ok {
 			ap, err := apiPath(a.path, a.id, true)
 			if err != nil {
-				return err
+				return Change{}, err
 			}
 			withdraw = append(withdraw, ap)
 		}
@@ -298,26 +319,26 @@ func (s *Speaker) SetPaths(paths []Path) error {
 		if changed {
 			ap, err := apiPath(p, a.id, false)
 			if err != nil {
-				return err
+				return Change{}, err
 			}
 			add = append(add, ap)
 		}
 	}
 	if len(withdraw) > 0 {
 		if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: withdraw}); err != nil {
-			return fmt.Errorf("withdrawing %d paths: %w", len(withdraw), err)
+			return Change{}, fmt.Errorf("withdrawing %d paths: %w", len(withdraw), err)
 		}
 	}
 	if len(add) > 0 {
 		if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: add}); err != nil {
-			return fmt.Errorf("announcing %d paths: %w", len(add), err)
+			return Change{Withdrawn: len(withdraw)}, fmt.Errorf("announcing %d paths: %w", len(add), err)
 		}
 	}
 	s.announced = next
 	if len(add)+len(withdraw) > 0 {
 		s.log.Info("BGP paths converged", "announced", len(next), "added", len(add), "withdrawn", len(withdraw))
 	}
-	return nil
+	return Change{Announced: len(add), Withdrawn: len(withdraw)}, nil
 }
 
 // Announced returns the number of paths announced now.

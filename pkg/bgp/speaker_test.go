@@ -83,7 +83,7 @@ func vip(prefix string, nextHops ...string) []Path {
 func TestSpeakerConvergesWithAddPath(t *testing.T) {
 	s, peer := startPair(t, true)
 	paths := append(vip("192.0.2.10/32", "198.51.100.1", "198.51.100.2", "198.51.100.3"), vip("2001:db8::10/128", "2001:db8:1::1", "2001:db8:1::2")...)
-	if err := s.SetPaths(paths); err != nil {
+	if _, err := s.SetPaths(paths); err != nil {
 		t.Fatal(err)
 	}
 	waitRIB(t, peer, "ipv4", map[string][]string{"192.0.2.10/32": {"198.51.100.1", "198.51.100.2", "198.51.100.3"}})
@@ -91,7 +91,7 @@ func TestSpeakerConvergesWithAddPath(t *testing.T) {
 
 	// One next hop leaves, a VIP is added, the IPv6 one withdrawn.
 	paths = append(vip("192.0.2.10/32", "198.51.100.1", "198.51.100.3"), vip("192.0.2.11/32", "198.51.100.2")...)
-	if err := s.SetPaths(paths); err != nil {
+	if _, err := s.SetPaths(paths); err != nil {
 		t.Fatal(err)
 	}
 	waitRIB(t, peer, "ipv4", map[string][]string{"192.0.2.10/32": {"198.51.100.1", "198.51.100.3"}, "192.0.2.11/32": {"198.51.100.2"}})
@@ -99,7 +99,7 @@ func TestSpeakerConvergesWithAddPath(t *testing.T) {
 	if n := s.Announced(); n != 3 {
 		t.Errorf("Announced() = %d, want 3", n)
 	}
-	if err := s.SetPaths(nil); err != nil {
+	if _, err := s.SetPaths(nil); err != nil {
 		t.Fatal(err)
 	}
 	waitRIB(t, peer, "ipv4", map[string][]string{})
@@ -107,7 +107,7 @@ func TestSpeakerConvergesWithAddPath(t *testing.T) {
 
 func TestSpeakerWithoutAddPathSendsOneNextHop(t *testing.T) {
 	s, peer := startPair(t, false)
-	if err := s.SetPaths(vip("192.0.2.20/32", "198.51.100.1", "198.51.100.2")); err != nil {
+	if _, err := s.SetPaths(vip("192.0.2.20/32", "198.51.100.1", "198.51.100.2")); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 20*time.Second, "one next hop at a peer without ADD-PATH", func() (bool, string) {

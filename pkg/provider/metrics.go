@@ -29,7 +29,7 @@ var (
 
 func configLoaded(ok bool) {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, announcedPaths)
+		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths)
 	})
 	if ok {
 		configReloads.WithLabelValues("success").Inc()
@@ -53,6 +53,12 @@ var (
 		Help:           "BGP session state changes, by peer and new state.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"peer", "state"})
+	pathUpdates = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_bgp",
+		Name:           "path_updates_total",
+		Help:           "Paths the BGP speaker announced or withdrew, by operation.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"operation"})
 	announcedPaths = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_bgp",
 		Name:           "announced_paths",

@@ -263,7 +263,9 @@ func (n *network) announce() error {
 	}
 	paths := n.desiredPaths()
 	n.mu.Unlock()
-	err := speaker.SetPaths(paths)
+	change, err := speaker.SetPaths(paths)
+	pathUpdates.WithLabelValues("announce").Add(float64(change.Announced))
+	pathUpdates.WithLabelValues("withdraw").Add(float64(change.Withdrawn))
 	announcedPaths.Set(float64(speaker.Announced()))
 	return err
 }

@@ -219,6 +219,13 @@ func TestLoadBalancerAnnouncedToPeer(t *testing.T) {
 	s.waitRoute("192.0.2.1/32", "203.0.113.2", "203.0.113.3")
 	s.waitRoute(apiIP+"/32", "203.0.113.2", "203.0.113.3")
 
+	body := metrics(t, s.ccms[1])
+	for _, want := range []string{`baremetal_bgp_peer_established{peer="127.0.0.1"} 1`, "baremetal_bgp_announced_paths 6", `baremetal_bgp_path_updates_total{operation="announce"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	deleteService(t, ns, "web")
 	s.waitRoute("192.0.2.1/32")
 }
@@ -353,6 +360,38 @@ func TestLoadBalancerRequestedAddressesAndSharing(t *testing.T) {
 		t.Errorf("share-clash uses port 443/TCP like share-web but got its address %v", clash)
 	}
 	s.waitRoute(web[0]+"/32", "203.0.113.21")
+
+	// The pool shrinks so that first's address falls outside: it keeps
+	// serving, with a Warning Event.
+	s.writeConfig(strings.Replace(fmt.Sprintf(lbConfig, ns, s.peer.Port), "192.0.2.0/28", "192.0.2.0/29", 1))
+	framework.Eventually(t, waitTimeout, "first is told its address left the pools", func() (bool, string) {
+		ev := events(t, ns, "first", "AddressOutsidePools")
+		return len(ev) > 0 && strings.Contains(ev[0].Message, "192.0.2.9"), fmt.Sprintf("%d events", len(ev))
+	})
+	framework.Consistently(t, 3*time.Second, "first keeps 192.0.2.9 and its route", func() (bool, string) {
+		rib, err := s.peer.RIB("ipv4")
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(ingress(t, ns, "first"), []string{"192.0.2.9"}) && len(rib["192.0.2.9/32"]) == 1, fmt.Sprintf("RIB %v", rib)
+	})
+}
+
+func TestLoadBalancerAnnounceNone(t *testing.T) {
+	const ns = "lb-none"
+	s := newLBSite(t, ns)
+	s.writeConfig(strings.Replace(fmt.Sprintf(lbConfig, ns, s.peer.Port), "loadBalancer:\n", "loadBalancer:\n  announce: none\n", 1))
+	lbNode(t, "none-1", true, 41)
+	ccm := s.startCCM("ccm")
+	createLBService(t, ns, "ipam-only", nil)
+	waitIngress(t, ns, "ipam-only", 1)
+	framework.Consistently(t, 3*time.Second, "nothing is announced", func() (bool, string) {
+		rib, err := s.peer.RIB("ipv4")
+		return err == nil && len(rib) == 0, fmt.Sprintf("RIB %v %v", rib, err)
+	})
+	if !ccm.LogContains("BGP announcements are off") {
+		t.Errorf("the log does not say that announcements are off")
+	}
 }
 
 func TestLoadBalancerDualStack(t *testing.T) {

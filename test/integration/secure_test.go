@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
 func TestSecurePort(t *testing.T) {
@@ -39,16 +41,27 @@ func TestSecurePort(t *testing.T) {
 
 	// With the API server's admin client certificate (the CCM trusts the
 	// cluster's client CA) and RBAC allowing it, /metrics answers.
+	if body := metrics(t, ccm); !strings.Contains(body, "baremetal_cloud_config_last_load_successful 1") {
+		t.Errorf("/metrics lacks baremetal_cloud_config_last_load_successful 1")
+	}
+}
+
+// metrics reads the CCM's /metrics as the cluster admin.
+func metrics(t *testing.T, ccm *framework.Process) string {
+	t.Helper()
 	cert, err := tls.X509KeyPair(cluster.AdminConfig.CertData, cluster.AdminConfig.KeyData)
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}}}
-	code, body := get(admin, "/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("admin /metrics: %d", code)
+	resp, err := admin.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", ccm.SecurePort))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(body, "baremetal_cloud_config_last_load_successful 1") {
-		t.Errorf("/metrics lacks baremetal_cloud_config_last_load_successful 1")
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin /metrics: %d", resp.StatusCode)
 	}
+	return string(body)
 }
