@@ -219,15 +219,33 @@ func TestLoadBalancerAnnouncedToPeer(t *testing.T) {
 	s.waitRoute("192.0.2.1/32", "203.0.113.2", "203.0.113.3")
 	s.waitRoute(apiIP+"/32", "203.0.113.2", "203.0.113.3")
 
-	body := metrics(t, s.ccms[1])
-	for _, want := range []string{`baremetal_bgp_peer_established{peer="127.0.0.1"} 1`, "baremetal_bgp_announced_paths 6", `baremetal_bgp_path_updates_total{operation="announce"}`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %s", want)
+	// The routes above may still be the killed leader's, kept by graceful
+	// restart: wait for the new leader's session.
+	framework.Eventually(t, waitTimeout, "the new leader's BGP metrics", func() (bool, string) {
+		body := metrics(t, s.ccms[1])
+		for _, want := range []string{`baremetal_bgp_peer_established{peer="127.0.0.1"} 1`, "baremetal_bgp_announced_paths 6", `baremetal_bgp_path_updates_total{operation="announce"}`} {
+			if !strings.Contains(body, want) {
+				return false, "/metrics lacks " + want
+			}
 		}
-	}
+		return true, ""
+	})
 
 	deleteService(t, ns, "web")
 	s.waitRoute("192.0.2.1/32")
+
+	// A type change away from LoadBalancer withdraws and frees too.
+	if _, err := cluster.Admin.CoreV1().Services(ns).Patch(context.Background(), "api", types.MergePatchType,
+		[]byte(`{"spec":{"type":"ClusterIP"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitRoute(apiIP + "/32")
+	createLBService(t, ns, "reuses", func(svc *v1.Service) {
+		svc.Annotations = map[string]string{"baremetal.cloudprovider.io/load-balancer-ips": apiIP}
+	})
+	if got := waitIngress(t, ns, "reuses", 1); got[0] != apiIP {
+		t.Errorf("the address api gave up was not free: reuses got %v", got)
+	}
 }
 
 func readyEndpoints(t *testing.T, ns, svc string, nodes ...string) {
