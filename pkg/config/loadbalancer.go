@@ -63,6 +63,14 @@ type PoolBGP struct {
 	LocalPreference  *uint32  `yaml:"localPreference"`
 }
 
+// Routes configures the pod-CIDR routes the route controller asks for.
+type Routes struct {
+	// NextHopAddressType is the Node address a pod CIDR is routed to:
+	// InternalIP (default) or ExternalIP, of the CIDR's family.
+	NextHopAddressType AddressType `yaml:"nextHopAddressType"`
+	BGP                PoolBGP     `yaml:"bgp"`
+}
+
 // BGP configures the in-process BGP speaker.
 type BGP struct {
 	LocalASN uint32 `yaml:"localASN"`

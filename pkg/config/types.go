@@ -9,6 +9,8 @@ type Config struct {
 	Inventory    Inventory    `yaml:"inventory"`
 	LoadBalancer LoadBalancer `yaml:"loadBalancer"`
 	BGP          BGP          `yaml:"bgp"`
+	// Routes, when set, announces each Node's pod CIDRs over BGP.
+	Routes *Routes `yaml:"routes"`
 }
 
 // UnlistedNodePolicy says what happens to a Node that matches no machine.

@@ -22,6 +22,9 @@ const (
 )
 
 func (c *Config) setNetworkDefaults() {
+	if c.Routes != nil && c.Routes.NextHopAddressType == "" {
+		c.Routes.NextHopAddressType = AddressInternalIP
+	}
 	if c.LoadBalancer.Announce == "" {
 		c.LoadBalancer.Announce = AnnounceBGP
 	}
@@ -150,12 +153,30 @@ func (c *Config) validateNetwork() []error {
 		}
 	}
 
+	if r := c.Routes; r != nil {
+		rp := field.NewPath("routes")
+		if r.NextHopAddressType != AddressInternalIP && r.NextHopAddressType != AddressExternalIP {
+			add(rp.Child("nextHopAddressType"), "%q is not one of InternalIP, ExternalIP", r.NextHopAddressType)
+		}
+		for j, com := range r.BGP.Communities {
+			if _, err := ParseCommunity(com); err != nil {
+				add(rp.Child("bgp", "communities").Index(j), "%v", err)
+			}
+		}
+		for j, com := range r.BGP.LargeCommunities {
+			if _, err := ParseLargeCommunity(com); err != nil {
+				add(rp.Child("bgp", "largeCommunities").Index(j), "%v", err)
+			}
+		}
+	}
+
 	b := &c.BGP
 	bp := field.NewPath("bgp")
-	announcing := lb.Announce == AnnounceBGP && (len(lb.Pools) > 0 || len(b.Peers) > 0)
+	announcing := (lb.Announce == AnnounceBGP && (len(lb.Pools) > 0 || len(b.Peers) > 0)) || c.Routes != nil
+
 	if announcing || b.LocalASN != 0 {
 		if b.LocalASN == 0 {
-			add(bp.Child("localASN"), "is required to announce VIPs over BGP (or set loadBalancer.announce: none)")
+			add(bp.Child("localASN"), "is required to announce VIPs or routes over BGP (or set loadBalancer.announce: none and leave out routes)")
 		}
 		if id, err := netip.ParseAddr(b.RouterID); err != nil || !id.Is4() {
 			add(bp.Child("routerID"), "%q is not an IPv4 address (the BGP router ID is written as one)", b.RouterID)

@@ -35,6 +35,7 @@ type network struct {
 	cfg      *config.Config
 	alloc    *ipam.Allocator
 	services map[string]*lbService
+	routes   map[string]*route // by pod CIDR
 	speaker  *bgp.Speaker
 
 	// ready is closed once the allocations are rebuilt from the Services.
@@ -55,6 +56,7 @@ func newNetwork(cfg *config.Config) *network {
 		cfg:      cfg,
 		alloc:    ipam.New(cfg.LoadBalancer.Pools),
 		services: map[string]*lbService{},
+		routes:   map[string]*route{},
 		ready:    make(chan struct{}),
 		informed: make(chan struct{}),
 		eventf:   func(*v1.ObjectReference, string, string, string, ...any) {},
@@ -113,7 +115,7 @@ func (n *network) start(ctx context.Context) {
 	n.mu.Lock()
 	cfg := n.cfg
 	n.mu.Unlock()
-	if cfg.LoadBalancer.Announce != config.AnnounceBGP || cfg.BGP.LocalASN == 0 {
+	if (cfg.LoadBalancer.Announce != config.AnnounceBGP && cfg.Routes == nil) || cfg.BGP.LocalASN == 0 {
 		klog.InfoS("BGP announcements are off", "announce", cfg.LoadBalancer.Announce)
 		return
 	}
@@ -176,6 +178,7 @@ func (n *network) rebuild() {
 	}
 	klog.InfoS("Rebuilt load-balancer allocations from Service status", "services", count)
 	n.warnOutsidePools(n.alloc.SetPools(n.cfg.LoadBalancer.Pools))
+	n.rebuildRoutes()
 }
 
 // reload puts a new config in force: pools, attributes and peers change,
@@ -270,13 +273,17 @@ func (n *network) announce() error {
 	return err
 }
 
-// desiredPaths is every VIP via every eligible node. Callers hold n.mu.
+// desiredPaths is every VIP via every eligible node, and every route.
+// Callers hold n.mu.
 func (n *network) desiredPaths() []bgp.Path {
+	paths := n.routePaths()
+	if n.cfg.LoadBalancer.Announce != config.AnnounceBGP {
+		return paths
+	}
 	attrs := map[string]config.PoolBGP{}
 	for _, p := range n.cfg.LoadBalancer.Pools {
 		attrs[p.Name] = p.BGP
 	}
-	var paths []bgp.Path
 	for _, s := range n.services {
 		hops := n.nextHops(s)
 		for _, vip := range s.vips {

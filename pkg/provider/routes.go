@@ -1,0 +1,145 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
+)
+
+var _ cloudprovider.Routes = &Cloud{}
+
+// route is a pod CIDR announced with its Node's address as next hop.
+type route struct {
+	node      string
+	cidr      netip.Prefix
+	nextHop   netip.Addr
+	addresses []v1.NodeAddress // the Node's addresses when it was created
+}
+
+// Routes implements cloudprovider.Interface; it reports support only when
+// the cloud config has a routes section.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	return c, c.net.cfg.Routes != nil
+}
+
+// ListRoutes returns the routes announced for this cluster.
+func (c *Cloud) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Route, error) {
+	if err := c.net.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	var out []*cloudprovider.Route
+	for _, r := range c.net.routes {
+		out = append(out, &cloudprovider.Route{
+			Name: r.node + "/" + r.cidr.String(), TargetNode: types.NodeName(r.node), DestinationCIDR: r.cidr.String(),
+			EnableNodeAddresses: true, TargetNodeAddresses: r.addresses,
+		})
+	}
+	slices.SortFunc(out, func(a, b *cloudprovider.Route) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// CreateRoute announces the route's pod CIDR via its Node.
+func (c *Cloud) CreateRoute(ctx context.Context, _ string, _ string, r *cloudprovider.Route) error {
+	if err := c.net.waitReady(ctx); err != nil {
+		return err
+	}
+	n := c.net
+	n.mu.Lock()
+	rt, err := n.newRoute(string(r.TargetNode), r.DestinationCIDR, r.TargetNodeAddresses)
+	if err == nil {
+		n.routes[rt.cidr.String()] = rt
+	}
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	klog.InfoS("Route created", "node", rt.node, "podCIDR", rt.cidr, "nextHop", rt.nextHop)
+	return n.announce()
+}
+
+// DeleteRoute withdraws the route.
+func (c *Cloud) DeleteRoute(ctx context.Context, _ string, r *cloudprovider.Route) error {
+	if err := c.net.waitReady(ctx); err != nil {
+		return err
+	}
+	n := c.net
+	n.mu.Lock()
+	if p, err := netip.ParsePrefix(r.DestinationCIDR); err == nil {
+		delete(n.routes, p.Masked().String())
+	}
+	n.mu.Unlock()
+	klog.InfoS("Route deleted", "node", r.TargetNode, "podCIDR", r.DestinationCIDR)
+	return n.announce()
+}
+
+// newRoute resolves the next hop of a Node's pod CIDR. Callers hold n.mu.
+func (n *network) newRoute(node, cidr string, addresses []v1.NodeAddress) (*route, error) {
+	if n.cfg.Routes == nil {
+		return nil, fmt.Errorf("route %s to Node %s: routes are off in the cloud config (no routes section)", cidr, node)
+	}
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("route to Node %s: %q is not a CIDR", node, cidr)
+	}
+	if len(addresses) == 0 {
+		if nd, err := n.nodes.Get(node); err == nil {
+			addresses = nd.Status.Addresses
+		}
+	}
+	want := v1.NodeAddressType(n.cfg.Routes.NextHopAddressType)
+	for _, a := range addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == want && ip.Is4() == p.Addr().Is4() {
+			return &route{node: node, cidr: p.Masked(), nextHop: ip.Unmap(), addresses: addresses}, nil
+		}
+	}
+	return nil, fmt.Errorf("route %s to Node %s: the Node has no %s of that family (routes.nextHopAddressType)", cidr, node, want)
+}
+
+// rebuildRoutes derives the routes from the Nodes' pod CIDRs, so that a new
+// leader announces them before its sessions come up, and the route
+// controller finds them in place. Callers hold n.mu.
+func (n *network) rebuildRoutes() {
+	if n.cfg.Routes == nil {
+		return
+	}
+	nodes, err := n.nodes.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Listing Nodes to rebuild routes")
+		return
+	}
+	for _, node := range nodes {
+		for _, cidr := range node.Spec.PodCIDRs {
+			if rt, err := n.newRoute(node.Name, cidr, node.Status.Addresses); err == nil {
+				n.routes[rt.cidr.String()] = rt
+			}
+		}
+	}
+	klog.InfoS("Rebuilt routes from Node pod CIDRs", "routes", len(n.routes))
+}
+
+// routePaths are the BGP paths of the routes. Callers hold n.mu.
+func (n *network) routePaths() []bgp.Path {
+	if n.cfg.Routes == nil {
+		return nil
+	}
+	var paths []bgp.Path
+	for _, r := range n.routes {
+		paths = append(paths, pathWith(r.cidr, r.nextHop, n.cfg.Routes.BGP))
+	}
+	return paths
+}
+

@@ -1,0 +1,98 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+const routesConfig = `
+inventory:
+  unlistedNodes: allow
+routes:
+  bgp:
+    communities: ["64512:200"]
+bgp:
+  localASN: 64512
+  routerID: 127.0.0.2
+  peers:
+  - address: 127.0.0.1
+    port: %d
+    asn: 64500
+    holdTime: 9s
+    connectRetryTime: 1s
+`
+
+// routeNode registers a Node with pod CIDRs, as kube-controller-manager's
+// node IPAM (or a kubelet flag) would have given it.
+func routeNode(t *testing.T, name string, n int, podCIDRs ...string) {
+	t.Helper()
+	createNode(t, nodeSpec{name: name, ready: true, addresses: []v1.NodeAddress{
+		{Type: v1.NodeInternalIP, Address: fmt.Sprintf("203.0.113.%d", n)},
+		{Type: v1.NodeInternalIP, Address: fmt.Sprintf("2001:db8:1::%d", n)},
+	}})
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"podCIDR": podCIDRs[0], "podCIDRs": podCIDRs}})
+	if _, err := cluster.Admin.CoreV1().Nodes().Patch(context.Background(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("giving Node %s its pod CIDRs: %v", name, err)
+	}
+}
+
+func networkAvailable(t *testing.T, name string) (bool, string) {
+	n, ok := getNode(t, name)
+	if !ok {
+		return false, "no Node"
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeNetworkUnavailable {
+			return c.Status == v1.ConditionFalse, fmt.Sprintf("NetworkUnavailable=%s (%s)", c.Status, c.Reason)
+		}
+	}
+	return false, "no NetworkUnavailable condition"
+}
+
+func TestPodCIDRRoutes(t *testing.T) {
+	peer, err := framework.StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500,
+		[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(peer.Stop)
+	s := &lbSite{site: newSite(t, fmt.Sprintf(routesConfig, peer.Port)), peer: peer}
+	routeArgs := []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16,fd00:244::/48", "--route-reconciliation-period=2s"}
+
+	routeNode(t, "rt-1", 51, "10.244.1.0/24", "fd00:244:1::/64")
+	routeNode(t, "rt-2", 52, "10.244.2.0/24", "fd00:244:2::/64")
+	s.startCCM("ccm", routeArgs...)
+	s.waitRoute("10.244.1.0/24", "203.0.113.51")
+	s.waitRoute("10.244.2.0/24", "203.0.113.52")
+	s.waitRoute("fd00:244:1::/64", "2001:db8:1::51")
+	for _, name := range []string{"rt-1", "rt-2"} {
+		framework.Eventually(t, waitTimeout, name+" has its network", func() (bool, string) { return networkAvailable(t, name) })
+	}
+
+	// A Node that joins gets its route; one that goes loses it.
+	routeNode(t, "rt-3", 53, "10.244.3.0/24", "fd00:244:3::/64")
+	s.waitRoute("10.244.3.0/24", "203.0.113.53")
+	if err := cluster.Admin.CoreV1().Nodes().Delete(context.Background(), "rt-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitRoute("10.244.2.0/24")
+	s.waitRoute("fd00:244:2::/64")
+
+	// A new leader announces the routes it derives from the Nodes.
+	s.ccms[0].Kill()
+	next := s.startCCM("ccm-next", routeArgs...)
+	framework.Eventually(t, waitTimeout, "the new leader announces the routes", func() (bool, string) {
+		return next.LogContains("BGP paths converged", "added=4"), "not yet"
+	})
+	s.waitRoute("10.244.1.0/24", "203.0.113.51")
+	s.waitRoute("10.244.3.0/24", "203.0.113.53")
+	s.waitRoute("fd00:244:3::/64", "2001:db8:1::53")
+}
