@@ -174,6 +174,5 @@ func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 // the cloud config, announced over BGP.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
 
-
 // String names the provider and its config in logs.
 func (c *Cloud) String() string { return fmt.Sprintf("%s(%s)", ProviderName, c.configPath) }

@@ -142,4 +142,3 @@ func (n *network) routePaths() []bgp.Path {
 	}
 	return paths
 }
-

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -74,7 +75,10 @@ func (s *site) startReplica(name string, extraArgs ...string) *framework.Process
 			s.t.Errorf("%s was refused something by RBAC: %s", p.Name, line)
 		}
 		if s.t.Failed() {
-			s.t.Logf("log of %s (%s):\n%s", p.Name, p.LogPath(), tail(p.Logs(), 120))
+			kept := filepath.Join(os.TempDir(), "baremetal-test-logs", s.t.Name()+"-"+p.Name+".log")
+			os.MkdirAll(filepath.Dir(kept), 0o755)
+			os.WriteFile(kept, []byte(p.Logs()), 0o644)
+			s.t.Logf("log of %s (whole log kept in %s):\n%s", p.Name, kept, tail(p.Logs(), 120))
 		}
 	})
 	return p

@@ -67,24 +67,24 @@ func TestPodCIDRRoutes(t *testing.T) {
 	s := &lbSite{site: newSite(t, fmt.Sprintf(routesConfig, peer.Port)), peer: peer}
 	routeArgs := []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16,fd00:244::/48", "--route-reconciliation-period=2s"}
 
-	routeNode(t, "rt-1", 51, "10.244.1.0/24", "fd00:244:1::/64")
-	routeNode(t, "rt-2", 52, "10.244.2.0/24", "fd00:244:2::/64")
+	routeNode(t, "rt-1", 51, "10.244.1.0/24", "fd00:244:0:1::/64")
+	routeNode(t, "rt-2", 52, "10.244.2.0/24", "fd00:244:0:2::/64")
 	s.startCCM("ccm", routeArgs...)
 	s.waitRoute("10.244.1.0/24", "203.0.113.51")
 	s.waitRoute("10.244.2.0/24", "203.0.113.52")
-	s.waitRoute("fd00:244:1::/64", "2001:db8:1::51")
+	s.waitRoute("fd00:244:0:1::/64", "2001:db8:1::51")
 	for _, name := range []string{"rt-1", "rt-2"} {
 		framework.Eventually(t, waitTimeout, name+" has its network", func() (bool, string) { return networkAvailable(t, name) })
 	}
 
 	// A Node that joins gets its route; one that goes loses it.
-	routeNode(t, "rt-3", 53, "10.244.3.0/24", "fd00:244:3::/64")
+	routeNode(t, "rt-3", 53, "10.244.3.0/24", "fd00:244:0:3::/64")
 	s.waitRoute("10.244.3.0/24", "203.0.113.53")
 	if err := cluster.Admin.CoreV1().Nodes().Delete(context.Background(), "rt-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitRoute("10.244.2.0/24")
-	s.waitRoute("fd00:244:2::/64")
+	s.waitRoute("fd00:244:0:2::/64")
 
 	// A new leader announces the routes it derives from the Nodes.
 	s.ccms[0].Kill()
@@ -94,5 +94,5 @@ func TestPodCIDRRoutes(t *testing.T) {
 	})
 	s.waitRoute("10.244.1.0/24", "203.0.113.51")
 	s.waitRoute("10.244.3.0/24", "203.0.113.53")
-	s.waitRoute("fd00:244:3::/64", "2001:db8:1::53")
+	s.waitRoute("fd00:244:0:3::/64", "2001:db8:1::53")
 }
