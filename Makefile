@@ -16,10 +16,10 @@ LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitCommit=$(COMMIT) \
 	-X k8s.io/component-base/version.gitTreeState=$(if $(findstring dirty,$(VERSION)),dirty,clean) \
 	-X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-# Sizes and durations of the fuzz targets run by `make test`.
-FUZZTIME  ?= 20s
 
-.PHONY: all build tools test unit integration lint demo clean image
+
+
+.PHONY: all build tools test unit integration e2e lint demo clean image
 
 all: build
 
@@ -46,9 +46,13 @@ unit:
 	$(GO) test ./pkg/... ./cmd/...
 
 integration: tools build
-	$(GO) test -count=1 -timeout 20m ./test/integration/...
+	$(GO) test -count=1 -timeout 20m ./test/framework/ ./test/integration/...
 
-test: lint unit integration
+# Data path in network namespaces with FRR; needs root (installs frr).
+e2e: tools build
+	$(GO) test -count=1 -timeout 20m ./test/e2e/...
+
+test: lint unit integration e2e
 
 demo: tools build
 	$(GO) run ./hack/demo

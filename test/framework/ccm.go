@@ -73,6 +73,8 @@ type CCM struct {
 	CloudConfig string
 	Args        []string // added to, and overriding, the defaults
 	Env         []string // added to the test's environment
+	// Netns, if set, is the network namespace to run in.
+	Netns string
 }
 
 // Start runs the CCM on a free loopback secure port, with short periods so
@@ -100,6 +102,10 @@ func (c CCM) Start() (*Process, error) {
 		"--v=2",
 	}
 	args = append(args, c.Args...)
+	if c.Netns != "" {
+		// ip execs the binary: the process is the CCM itself.
+		return StartProcess("ip", c.Dir, c.Name, port, c.Env, append([]string{"netns", "exec", c.Netns, c.Binary}, args...)...)
+	}
 	return StartProcess(c.Binary, c.Dir, c.Name, port, c.Env, args...)
 }
 

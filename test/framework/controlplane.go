@@ -122,6 +122,12 @@ func (c *Cluster) Kubectl(args ...string) (string, error) {
 // service account, with a token from the TokenRequest API, and returns
 // its path.
 func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	return c.ServiceAccountKubeconfigVia(ctx, namespace, name, c.AdminConfig.Host)
+}
+
+// ServiceAccountKubeconfigVia is ServiceAccountKubeconfig for a client that
+// reaches the API server at another URL (through a forward).
+func (c *Cluster) ServiceAccountKubeconfigVia(ctx context.Context, namespace, name, server string) (string, error) {
 	expiry := int64(24 * time.Hour / time.Second)
 	tr, err := c.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
@@ -130,11 +136,11 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name 
 		return "", fmt.Errorf("requesting a token for service account %s/%s: %w", namespace, name, err)
 	}
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: c.AdminConfig.Host, CertificateAuthorityData: c.AdminConfig.CAData}
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: c.AdminConfig.CAData}
 	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: name}
 	kc.CurrentContext = "test"
-	path := filepath.Join(c.Dir, namespace+"-"+name+".kubeconfig")
+	path := filepath.Join(c.Dir, fmt.Sprintf("%s-%s-%d.kubeconfig", namespace, name, time.Now().UnixNano()))
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,11 +15,18 @@ import (
 var aptOnce sync.Once
 
 // EnsureCommands installs the Debian packages that provide the commands
-// (command: package) which are not on PATH yet. It needs root and apt.
+// (command or absolute path: package) which are missing. It needs root and
+// apt.
 func EnsureCommands(commands map[string]string) error {
 	var missing []string
 	for cmd, pkg := range commands {
-		if _, err := exec.LookPath(cmd); err != nil {
+		var err error
+		if filepath.IsAbs(cmd) {
+			_, err = os.Stat(cmd)
+		} else {
+			_, err = exec.LookPath(cmd)
+		}
+		if err != nil && !slices.Contains(missing, pkg) {
 			missing = append(missing, pkg)
 		}
 	}
@@ -60,12 +68,18 @@ type GoBGPD struct {
 	Address string // where it listens
 	Port    int
 	APIPort int
+	ns      *Netns
 	proc    *Process
 }
 
 // StartGoBGPD starts gobgpd listening on address (a loopback address) at a
 // free port, with its API on another.
 func StartGoBGPD(dir, name, address string, asn uint32, neighbors []GoBGPNeighbor) (*GoBGPD, error) {
+	return StartGoBGPDIn(nil, dir, name, address, asn, neighbors)
+}
+
+// StartGoBGPDIn is StartGoBGPD inside a network namespace (nil: the test's).
+func StartGoBGPDIn(ns *Netns, dir, name, address string, asn uint32, neighbors []GoBGPNeighbor) (*GoBGPD, error) {
 	if err := EnsureCommands(map[string]string{"gobgpd": "gobgpd", "gobgp": "gobgpd"}); err != nil {
 		return nil, err
 	}
@@ -98,12 +112,15 @@ func StartGoBGPD(dir, name, address string, asn uint32, neighbors []GoBGPNeighbo
 	if err := os.WriteFile(conf, []byte(b.String()), 0o600); err != nil {
 		return nil, err
 	}
-	p, err := StartProcess("gobgpd", dir, name, 0, nil, "-f", conf, "-t", "toml", "-p",
-		"--api-hosts", fmt.Sprintf("127.0.0.1:%d", apiPort), "--pprof-disable")
+	args := []string{"gobgpd", "-f", conf, "-t", "toml", "-p", "--api-hosts", fmt.Sprintf("127.0.0.1:%d", apiPort), "--pprof-disable"}
+	if ns != nil {
+		args = append([]string{"ip", "netns", "exec", ns.Name}, args...)
+	}
+	p, err := StartProcess(args[0], dir, name, 0, nil, args[1:]...)
 	if err != nil {
 		return nil, err
 	}
-	g := &GoBGPD{Address: address, Port: port, APIPort: apiPort, proc: p}
+	g := &GoBGPD{Address: address, Port: port, APIPort: apiPort, ns: ns, proc: p}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := g.CLI("global"); err == nil {
@@ -124,7 +141,11 @@ func (g *GoBGPD) Stop() { g.proc.Stop() }
 func (g *GoBGPD) Logs() string { return g.proc.Logs() }
 
 func (g *GoBGPD) CLI(args ...string) ([]byte, error) {
-	cmd := exec.Command("gobgp", append([]string{"-u", "127.0.0.1", "-p", fmt.Sprint(g.APIPort)}, args...)...)
+	args = append([]string{"gobgp", "-u", "127.0.0.1", "-p", fmt.Sprint(g.APIPort)}, args...)
+	if g.ns != nil {
+		args = append([]string{"ip", "netns", "exec", g.ns.Name}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("gobgp %s: %w\n%s", strings.Join(args, " "), err, out)

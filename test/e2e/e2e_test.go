@@ -1,0 +1,365 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+var (
+	cluster    *framework.Cluster
+	ccmBinary  string
+	kubeconfig string // the CCM's, through the forward into its namespace
+	net1       *site
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "e2e:", err); return 1 }
+	var err error
+	if ccmBinary, err = framework.BuildCCM(); err != nil {
+		return fail(err)
+	}
+	if cluster, err = framework.StartCluster(); err != nil {
+		return fail(err)
+	}
+	defer cluster.Stop()
+	if _, err := cluster.Kubectl("apply", "-f", filepath.Join(framework.RepoRoot(), "deploy", "rbac.yaml")); err != nil {
+		return fail(err)
+	}
+	if net1, err = buildSite(cluster.AdminConfig.Host); err != nil {
+		return fail(err)
+	}
+	defer net1.teardown()
+	kubeconfig, err = cluster.ServiceAccountKubeconfigVia(context.Background(), "kube-system", "baremetal-cloud-controller-manager",
+		fmt.Sprintf("https://127.0.0.1:%d", net1.apiPort))
+	if err != nil {
+		return fail(err)
+	}
+	return m.Run()
+}
+
+func startCCM(t *testing.T, name string) *framework.Process {
+	t.Helper()
+	cfg, err := net1.writeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := framework.CCM{
+		Binary: ccmBinary, Dir: t.TempDir(), Name: name, Kubeconfig: kubeconfig, CloudConfig: cfg, Netns: net1.ccmNS.Name,
+		Args: []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s"},
+	}.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			kept := filepath.Join(os.TempDir(), "baremetal-test-logs", t.Name()+"-"+name+".log")
+			os.MkdirAll(filepath.Dir(kept), 0o755)
+			os.WriteFile(kept, []byte(p.Logs()), 0o644)
+			t.Logf("%s's log is kept in %s", name, kept)
+		}
+	})
+	return p
+}
+
+func waitLeader(t *testing.T, p *framework.Process) {
+	t.Helper()
+	framework.Eventually(t, 60*time.Second, p.Name+" leads", func() (bool, string) {
+		if done, err := p.Exited(); done {
+			t.Fatalf("%s exited: %v\n%s", p.Name, err, p.Logs())
+		}
+		return p.LogContains("Successfully acquired lease"), "not yet"
+	})
+}
+
+// serve answers every TCP connection to addr inside ns with the node's name.
+func serve(t *testing.T, n *node, addr string) {
+	t.Helper()
+	l, err := n.ns.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on %s in %s: %v", addr, n.name, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(n.name))
+			c.Close()
+		}
+	}()
+}
+
+// ask connects from ns (from the given local address, if any) and returns
+// the name of the node that answered.
+func ask(ns *framework.Netns, local, addr string) (string, error) {
+	var conn net.Conn
+	err := ns.Do(func() error {
+		d := net.Dialer{Timeout: 500 * time.Millisecond}
+		if local != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+		}
+		var err error
+		conn, err = d.Dial("tcp", addr)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Second))
+	b, err := io.ReadAll(conn)
+	return string(b), err
+}
+
+func spread(t *testing.T, vip string, connections int) map[string]int {
+	t.Helper()
+	hits := map[string]int{}
+	for i := 0; i < connections; i++ {
+		name, err := ask(net1.client, "", vip+":80")
+		if err != nil {
+			hits["error: "+err.Error()]++
+			continue
+		}
+		hits[name]++
+	}
+	return hits
+}
+
+func setReady(t *testing.T, name string, ready bool) {
+	t.Helper()
+	ip := ""
+	for _, n := range net1.nodes {
+		if n.name == name {
+			ip = n.ip
+		}
+	}
+	if err := framework.SetNodeStatus(context.Background(), cluster.Admin, name, ready, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDataPath(t *testing.T) {
+	ctx := context.Background()
+	top := t // what the later steps still need lives as long as the whole test
+	a, b := net1.nodes[0], net1.nodes[1]
+	for _, n := range net1.nodes {
+		serve(t, n, n.podIP+":8080")
+		if err := framework.RegisterNode(ctx, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}}); err != nil {
+			t.Fatal(err)
+		}
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"podCIDR": n.podNet, "podCIDRs": []string{n.podNet}}})
+		if _, err := cluster.Admin.CoreV1().Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podToPod := func() (bool, string) {
+		got, err := ask(a.ns, a.podIP, b.podIP+":8080")
+		return err == nil && got == b.name, fmt.Sprintf("%s -> %s: %q %v", a.podIP, b.podIP, got, err)
+	}
+	if ok, _ := podToPod(); ok {
+		t.Fatal("pods on different nodes reach each other before any route is announced: the test proves nothing")
+	}
+
+	leader := startCCM(t, "ccm-a")
+	waitLeader(t, leader)
+	framework.Eventually(t, 60*time.Second, "pod on n1 reaches pod on n2 through the router", podToPod)
+	routes, _ := net1.frr.Routes("-4")
+	t.Logf("router's kernel routes:\n%s", routes)
+
+	t.Run("VIP is load-balanced over the nodes", func(t *testing.T) {
+		svc := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+			Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}}},
+		}
+		if _, err := cluster.Admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		vip := waitIngress(t, "default", "web")
+		// kube-proxy's part: each node takes the VIP.
+		for _, n := range net1.nodes {
+			if _, err := n.ns.IP("addr", "add", vip+"/32", "dev", "lo"); err != nil {
+				t.Fatal(err)
+			}
+			serve(top, n, vip+":80")
+		}
+		framework.Eventually(t, 60*time.Second, "the router has the VIP via all three nodes", func() (bool, string) {
+			out, _ := net1.frr.Routes("-4")
+			return strings.Count(routeLines(out, vip), "nexthop via") == 3, out
+		})
+		hits := spread(t, vip, 60)
+		t.Logf("60 connections to %s: %v", vip, hits)
+		if len(hits) < 2 || hasErrors(hits) {
+			t.Errorf("connections to the VIP: %v; want answers from more than one node and no errors", hits)
+		}
+
+		// externalTrafficPolicy: Local with the only endpoint on n2.
+		writeSlice(t, "default", "web", b.name)
+		if _, err := cluster.Admin.CoreV1().Services("default").Patch(ctx, "web", types.MergePatchType,
+			[]byte(`{"spec":{"externalTrafficPolicy":"Local"}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, 60*time.Second, "every connection reaches n2", func() (bool, string) {
+			hits := spread(t, vip, 20)
+			return hits[b.name] == 20, fmt.Sprint(hits)
+		})
+		if _, err := cluster.Admin.CoreV1().Services("default").Patch(ctx, "web", types.MergePatchType,
+			[]byte(`{"spec":{"externalTrafficPolicy":"Cluster"}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
+		// A NotReady node and a deleted one stop being next hops; the VIP
+		// keeps answering.
+		setReady(t, "n1", false)
+		if err := cluster.Admin.CoreV1().Nodes().Delete(ctx, "n3", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, 60*time.Second, "only n2 is left as next hop", func() (bool, string) {
+			hits := spread(t, vip, 20)
+			return hits[b.name] == 20, fmt.Sprint(hits)
+		})
+		out, _ := net1.frr.Routes("-4")
+		t.Logf("router's kernel routes after n1 went NotReady and n3 was deleted:\n%s", out)
+	})
+
+	t.Run("gobgpd accepts the same announcements", func(t *testing.T) {
+		framework.Eventually(t, 30*time.Second, "gobgpd has the pod routes", func() (bool, string) {
+			rib, err := net1.gobgpd.RIB("ipv4")
+			return err == nil && len(rib[a.podNet]) == 1 && rib[a.podNet][0] == a.ip, fmt.Sprint(rib, err)
+		})
+	})
+
+	t.Run("leader failover keeps forwarding", func(t *testing.T) {
+		standby := startCCM(t, "ccm-b")
+		time.Sleep(2 * time.Second)
+		vip := waitIngress(t, "default", "web")
+		var longest, current time.Duration
+		var probes, failures atomic.Int64
+		var firstErr atomic.Value
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var downSince time.Time
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				probes.Add(1)
+				_, errPod := ask(a.ns, a.podIP, b.podIP+":8080")
+				_, errVIP := ask(net1.client, "", vip+":80")
+				if errPod != nil || errVIP != nil {
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("pod: %v; VIP: %v", errPod, errVIP))
+					failures.Add(1)
+					if downSince.IsZero() {
+						downSince = time.Now()
+					}
+					current = time.Since(downSince)
+					if current > longest {
+						longest = current
+					}
+				} else {
+					downSince = time.Time{}
+				}
+			}
+		}()
+		time.Sleep(time.Second)
+		leader.Kill()
+		waitLeader(t, standby)
+		framework.Eventually(t, 60*time.Second, "the new leader announces", func() (bool, string) {
+			return standby.LogContains("BGP session state changed", "peer=\""+routerIP+"\"", "established"), "no session yet"
+		})
+		time.Sleep(5 * time.Second) // past the new leader's End-of-RIB
+		close(stop)
+		wg.Wait()
+		fmt.Printf("leader failover: %d probes, %d failed, longest gap %s\n", probes.Load(), failures.Load(), longest)
+		t.Logf("leader failover: %d probes, %d failed, longest gap %s", probes.Load(), failures.Load(), longest)
+		if failures.Load() > 0 {
+			t.Errorf("forwarding stopped during the failover: %d of %d probes failed, longest gap %s; first: %v", failures.Load(), probes.Load(), longest, firstErr.Load())
+		}
+	})
+}
+
+func hasErrors(hits map[string]int) bool {
+	for k := range hits {
+		if strings.HasPrefix(k, "error") {
+			return true
+		}
+	}
+	return false
+}
+
+// routeLines returns the lines of `ip route` output about prefix.
+func routeLines(out, prefix string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, prefix+" ") {
+			in = true
+		} else if !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, " ") {
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+func waitIngress(t *testing.T, ns, name string) string {
+	t.Helper()
+	var ip string
+	framework.Eventually(t, 60*time.Second, "Service "+name+" has an external IP", func() (bool, string) {
+		svc, err := cluster.Admin.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		ip = svc.Status.LoadBalancer.Ingress[0].IP
+		return true, ""
+	})
+	return ip
+}
+
+func writeSlice(t *testing.T, ns, svc string, nodes ...string) {
+	t.Helper()
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	for i, n := range nodes {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{fmt.Sprintf("10.244.%d.10", i+1)}, NodeName: ptr.To(n),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		})
+	}
+	if _, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Create(context.Background(), slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,217 @@
+// Package e2e tests the data path: a router (FRR) in a network namespace
+// learns the CCM's routes and VIPs and installs them in its kernel, and real
+// packets between namespaces prove them. Every address lives in a network
+// namespace the test creates.
+package e2e
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+// The site: a router with a fabric bridge for the nodes, a link to the
+// CCM's namespace and one to a client.
+const (
+	routerASN = 64500
+	ccmASN    = 64512
+	routerIP  = "10.250.255.1"
+	ccmIP     = "10.250.255.2"
+	fabricGW  = "10.250.0.1"
+	clientIP  = "10.250.254.2"
+	vipPool   = "10.250.100.0/24"
+)
+
+type node struct {
+	name   string
+	ns     *framework.Netns
+	ip     string // on the fabric
+	podNet string // pod CIDR
+	podIP  string // a "pod" address in it
+}
+
+type site struct {
+	dir       string
+	router    *framework.Netns
+	ccmNS     *framework.Netns
+	client    *framework.Netns
+	nodes     []*node
+	frr       *framework.FRR
+	gobgpd    *framework.GoBGPD
+	apiPort   int // the API server, as seen inside ccmNS
+	namespace []*framework.Netns
+}
+
+// bgpdConf is the FRR configuration a site needs (the README quotes it).
+const bgpdConf = `frr defaults traditional
+hostname router
+log stdout informational
+!
+router bgp 64500
+ bgp router-id 10.250.255.1
+ no bgp ebgp-requires-policy
+ bgp graceful-restart
+ neighbor 10.250.255.2 remote-as 64512
+ neighbor 10.250.255.2 timers 3 9
+ !
+ address-family ipv4 unicast
+  maximum-paths 8
+ exit-address-family
+!
+`
+
+func buildSite(apiServer string) (_ *site, err error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("the data-path tests need root: they create network namespaces and run FRR")
+	}
+	if err := framework.EnsureCommands(map[string]string{"ip": "iproute2", "ping": "iputils-ping"}); err != nil {
+		return nil, err
+	}
+	s := &site{}
+	defer func() {
+		if err != nil {
+			s.teardown()
+		}
+	}()
+	if s.dir, err = os.MkdirTemp("", "baremetal-e2e-"); err != nil {
+		return nil, err
+	}
+	prefix := fmt.Sprintf("bm%d-", os.Getpid()%10000)
+	newNS := func(name string) (*framework.Netns, error) {
+		ns, err := framework.NewNetns(prefix + name)
+		if err == nil {
+			s.namespace = append(s.namespace, ns)
+		}
+		return ns, err
+	}
+	if s.router, err = newNS("router"); err != nil {
+		return nil, err
+	}
+	if s.ccmNS, err = newNS("ccm"); err != nil {
+		return nil, err
+	}
+	if s.client, err = newNS("client"); err != nil {
+		return nil, err
+	}
+	steps := [][]string{
+		{"link", "add", "br0", "type", "bridge"},
+		{"addr", "add", fabricGW + "/24", "dev", "br0"},
+		{"link", "set", "br0", "up"},
+	}
+	for _, st := range steps {
+		if _, err := s.router.IP(st...); err != nil {
+			return nil, err
+		}
+	}
+	for _, sysctl := range []string{"net.ipv4.ip_forward=1", "net.ipv4.fib_multipath_hash_policy=1"} {
+		if _, err := s.router.Exec("sysctl", "-qw", sysctl); err != nil {
+			return nil, err
+		}
+	}
+	if err := framework.Veth(s.router, "to-ccm", routerIP+"/30", s.ccmNS, "to-router", ccmIP+"/30"); err != nil {
+		return nil, err
+	}
+	if err := framework.Veth(s.router, "to-client", "10.250.254.1/24", s.client, "eth0", clientIP+"/24"); err != nil {
+		return nil, err
+	}
+	if _, err := s.client.IP("route", "add", "default", "via", "10.250.254.1"); err != nil {
+		return nil, err
+	}
+	for i := 1; i <= 3; i++ {
+		n := &node{name: fmt.Sprintf("n%d", i), ip: fmt.Sprintf("10.250.0.1%d", i),
+			podNet: fmt.Sprintf("10.244.%d.0/24", i), podIP: fmt.Sprintf("10.244.%d.1", i)}
+		if n.ns, err = newNS(n.name); err != nil {
+			return nil, err
+		}
+		if err := framework.Veth(s.router, n.name, "", n.ns, "eth0", n.ip+"/24"); err != nil {
+			return nil, err
+		}
+		for _, st := range [][]string{{"link", "set", n.name, "master", "br0"}} {
+			if _, err := s.router.IP(st...); err != nil {
+				return nil, err
+			}
+		}
+		for _, st := range [][]string{
+			{"route", "add", "default", "via", fabricGW},
+			// The "pod": an address in the node's pod CIDR.
+			{"addr", "add", n.podIP + "/32", "dev", "lo"},
+		} {
+			if _, err := n.ns.IP(st...); err != nil {
+				return nil, err
+			}
+		}
+		s.nodes = append(s.nodes, n)
+	}
+	if s.frr, err = framework.StartFRR(s.router, s.dir, bgpdConf); err != nil {
+		return nil, err
+	}
+	// gobgpd beside the CCM, for the interop check on its RIB.
+	if s.gobgpd, err = framework.StartGoBGPDIn(s.ccmNS, s.dir, "gobgpd", "127.0.0.1", 64501,
+		[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: ccmASN, AddPath: true}}); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(apiServer)
+	if err != nil {
+		return nil, err
+	}
+	if s.apiPort, err = s.ccmNS.ForwardInto(u.Host); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *site) teardown() {
+	if s.frr != nil {
+		s.frr.Stop()
+	}
+	if s.gobgpd != nil {
+		s.gobgpd.Stop()
+	}
+	for _, ns := range s.namespace {
+		ns.Delete()
+	}
+	if os.Getenv("TEST_KEEP_FILES") == "" && s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// cloudConfig lists the nodes as machines and switches on pools and routes.
+func (s *site) cloudConfig() string {
+	var b strings.Builder
+	b.WriteString("inventory:\n  machines:\n")
+	for _, n := range s.nodes {
+		fmt.Fprintf(&b, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
+	}
+	fmt.Fprintf(&b, `loadBalancer:
+  pools:
+  - name: site
+    addresses: [%s]
+    avoidBuggyIPs: true
+routes: {}
+bgp:
+  localASN: %d
+  routerID: %s
+  peers:
+  - address: %s
+    asn: %d
+    holdTime: 9s
+    connectRetryTime: 1s
+    gracefulRestart: {restartTime: 120s}
+  - address: 127.0.0.1
+    port: %d
+    asn: 64501
+    holdTime: 9s
+    connectRetryTime: 1s
+`, vipPool, ccmASN, ccmIP, routerIP, routerASN, s.gobgpd.Port)
+	return b.String()
+}
+
+func (s *site) writeConfig() (string, error) {
+	path := filepath.Join(s.dir, "cloud.yaml")
+	return path, os.WriteFile(path, []byte(s.cloudConfig()), 0o644)
+}
+

@@ -1,0 +1,130 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const frrDaemons = "/usr/lib/frr"
+
+// FRR is a router: zebra and bgpd of the Debian frr package, running in a
+// network namespace, installing what bgpd learns into that namespace's
+// kernel routing table.
+type FRR struct {
+	ns    *Netns
+	dir   string
+	zebra *Process
+	bgpd  *Process
+}
+
+// StartFRR runs zebra and bgpd with the given bgpd configuration.
+func StartFRR(ns *Netns, dir, bgpConfig string) (*FRR, error) {
+	if err := EnsureCommands(map[string]string{filepath.Join(frrDaemons, "bgpd"): "frr", "vtysh": "frr"}); err != nil {
+		return nil, err
+	}
+	run := filepath.Join(dir, "frr")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		return nil, err
+	}
+	// The daemons drop to user frr, who must reach their directory.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, err
+	}
+	u, err := user.Lookup("frr")
+	if err != nil {
+		return nil, fmt.Errorf("the frr package's user: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(run, uid, gid); err != nil {
+		return nil, err
+	}
+	for name, content := range map[string]string{"zebra.conf": "hostname router\n", "bgpd.conf": bgpConfig} {
+		p := filepath.Join(run, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+		os.Chown(p, uid, gid)
+	}
+	f := &FRR{ns: ns, dir: run}
+	common := []string{"-u", "frr", "-g", "frr", "-z", filepath.Join(run, "zserv.api"), "--vty_socket", run}
+	f.zebra, err = StartProcess("ip", dir, "zebra", 0, nil, append([]string{"netns", "exec", ns.Name, filepath.Join(frrDaemons, "zebra"),
+		"-i", filepath.Join(run, "zebra.pid"), "-f", filepath.Join(run, "zebra.conf")}, common...)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFile(filepath.Join(run, "zserv.api"), 20*time.Second); err != nil {
+		f.Stop()
+		return nil, fmt.Errorf("zebra did not start: %w\n%s", err, f.zebra.Logs())
+	}
+	f.bgpd, err = StartProcess("ip", dir, "bgpd", 0, nil, append([]string{"netns", "exec", ns.Name, filepath.Join(frrDaemons, "bgpd"),
+		"-i", filepath.Join(run, "bgpd.pid"), "-f", filepath.Join(run, "bgpd.conf")}, common...)...)
+	if err != nil {
+		f.Stop()
+		return nil, err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := f.Vtysh("show bgp summary"); err == nil {
+			return f, nil
+		}
+		if time.Now().After(deadline) {
+			f.Stop()
+			return nil, fmt.Errorf("bgpd did not start:\n%s", f.bgpd.Logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func waitFile(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear", path)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Vtysh runs a vtysh command against this router.
+func (f *FRR) Vtysh(command string) (string, error) {
+	out, err := exec.Command("vtysh", "--vty_socket", f.dir, "-c", command).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("vtysh -c %q: %w: %s", command, err, out)
+	}
+	return string(out), nil
+}
+
+// Routes returns the router's kernel routes (`ip route` in its namespace).
+func (f *FRR) Routes(family string) (string, error) {
+	return f.ns.IP(family, "route")
+}
+
+// Stop ends bgpd and zebra.
+func (f *FRR) Stop() {
+	for _, p := range []*Process{f.bgpd, f.zebra} {
+		if p != nil {
+			p.Stop()
+		}
+	}
+}
+
+// Logs is what the daemons printed.
+func (f *FRR) Logs() string {
+	var b strings.Builder
+	for _, p := range []*Process{f.zebra, f.bgpd} {
+		if p != nil {
+			b.WriteString(p.Logs())
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,145 @@
+package framework
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// Netns is a network namespace a test made; every address a data-path test
+// uses lives in one.
+type Netns struct {
+	Name   string
+	handle netns.NsHandle
+}
+
+// NewNetns creates the namespace with its loopback up.
+func NewNetns(name string) (*Netns, error) {
+	exec.Command("ip", "netns", "del", name).Run() // a leftover of an aborted run
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ip netns add %s: %w: %s (network namespaces need root)", name, err, out)
+	}
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		return nil, fmt.Errorf("opening network namespace %s: %w", name, err)
+	}
+	n := &Netns{Name: name, handle: h}
+	if _, err := n.IP("link", "set", "lo", "up"); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Delete removes the namespace.
+func (n *Netns) Delete() {
+	n.handle.Close()
+	exec.Command("ip", "netns", "del", n.Name).Run()
+}
+
+// IP runs `ip` inside the namespace.
+func (n *Netns) IP(args ...string) (string, error) {
+	return n.Exec(append([]string{"ip"}, args...)...)
+}
+
+// Exec runs a command inside the namespace.
+func (n *Netns) Exec(args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", n.Name}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("in %s: %s: %w: %s", n.Name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// Do runs fn with the calling thread in the namespace; sockets fn opens stay
+// in it.
+func (n *Netns) Do(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	if err := netns.Set(n.handle); err != nil {
+		return fmt.Errorf("entering %s: %w", n.Name, err)
+	}
+	defer netns.Set(orig)
+	return fn()
+}
+
+// Listen opens a listener inside the namespace.
+func (n *Netns) Listen(network, addr string) (net.Listener, error) {
+	var l net.Listener
+	err := n.Do(func() (err error) {
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	return l, err
+}
+
+// Dial connects from inside the namespace.
+func (n *Netns) Dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	err := n.Do(func() (err error) {
+		c, err = net.DialTimeout(network, addr, timeout)
+		return err
+	})
+	return c, err
+}
+
+// Veth connects two namespaces with a veth pair, giving each end an address
+// (CIDR notation; "" for none).
+func Veth(a *Netns, aName, aAddr string, b *Netns, bName, bAddr string) error {
+	if out, err := exec.Command("ip", "link", "add", aName, "netns", a.Name, "type", "veth", "peer", "name", bName, "netns", b.Name).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip link add %s/%s: %w: %s", aName, bName, err, out)
+	}
+	for _, end := range []struct {
+		ns         *Netns
+		name, addr string
+	}{{a, aName, aAddr}, {b, bName, bAddr}} {
+		if end.addr != "" {
+			if _, err := end.ns.IP("addr", "add", end.addr, "dev", end.name); err != nil {
+				return err
+			}
+		}
+		if _, err := end.ns.IP("link", "set", end.name, "up"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ForwardInto listens on 127.0.0.1 inside the namespace and forwards each
+// connection to target as seen from the test process (its own loopback):
+// a process in the namespace reaches, say, the test's kube-apiserver.
+func (n *Netns) ForwardInto(target string) (int, error) {
+	l, err := n.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.DialTimeout("tcp", target, 5*time.Second)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				go io.Copy(out, in)
+				io.Copy(in, out)
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
