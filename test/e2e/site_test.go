@@ -214,4 +214,3 @@ func (s *site) writeConfig() (string, error) {
 	path := filepath.Join(s.dir, "cloud.yaml")
 	return path, os.WriteFile(path, []byte(s.cloudConfig()), 0o644)
 }
-
