@@ -19,7 +19,10 @@ LDFLAGS := -s -w \
 
 
 
-.PHONY: all build tools test unit integration e2e lint demo clean image
+# How long `make test` runs each fuzz target; longer: make fuzz FUZZTIME=10m
+FUZZTIME ?= 10s
+
+.PHONY: all build tools test unit integration e2e fuzz lint demo clean image
 
 all: build
 
@@ -52,7 +55,14 @@ integration: tools build
 e2e: tools build
 	$(GO) test -count=1 -timeout 20m ./test/e2e/...
 
-test: lint unit integration e2e
+# Bounded fuzzing of the config parser and the annotation parsers; the seed
+# corpus is in each package's testdata/fuzz.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/config
+	$(GO) test -run '^$$' -fuzz '^FuzzParseAddressRange$$' -fuzztime $(FUZZTIME) ./pkg/config
+	$(GO) test -run '^$$' -fuzz '^FuzzAnnotations$$' -fuzztime $(FUZZTIME) ./pkg/provider
+
+test: lint unit fuzz integration e2e
 
 demo: tools build
 	$(GO) run ./hack/demo
