@@ -210,17 +210,20 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	errs = append(errs, c.validateNetwork()...)
+	c.validateNetwork(add)
 	return errors.Join(errs...)
 }
 
-func checkLabelValue(add func(*field.Path, string, ...any), p *field.Path, v string) {
+// reporter records one problem at a field path.
+type reporter func(p *field.Path, format string, args ...any)
+
+func checkLabelValue(add reporter, p *field.Path, v string) {
 	if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
 		add(p, "%q is not a valid label value: %s", v, strings.Join(msgs, "; "))
 	}
 }
 
-func checkHost(add func(*field.Path, string, ...any), p *field.Path, h string) {
+func checkHost(add reporter, p *field.Path, h string) {
 	if _, err := netip.ParseAddr(h); err == nil {
 		return
 	}

@@ -81,11 +81,7 @@ func (p *Peer) PeerPassword() (string, error) {
 	return pw, nil
 }
 
-func (c *Config) validateNetwork() []error {
-	var errs []error
-	add := func(p *field.Path, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...)))
-	}
+func (c *Config) validateNetwork(add reporter) {
 	lb := &c.LoadBalancer
 	lp := field.NewPath("loadBalancer")
 	switch lb.Announce {
@@ -159,16 +155,7 @@ func (c *Config) validateNetwork() []error {
 				}
 			}
 		}
-		for j, com := range pool.BGP.Communities {
-			if _, err := ParseCommunity(com); err != nil {
-				add(pp.Child("bgp", "communities").Index(j), "%v", err)
-			}
-		}
-		for j, com := range pool.BGP.LargeCommunities {
-			if _, err := ParseLargeCommunity(com); err != nil {
-				add(pp.Child("bgp", "largeCommunities").Index(j), "%v", err)
-			}
-		}
+		checkPathAttributes(add, pp.Child("bgp"), pool.BGP)
 	}
 
 	if r := c.Routes; r != nil {
@@ -176,16 +163,7 @@ func (c *Config) validateNetwork() []error {
 		if r.NextHopAddressType != AddressInternalIP && r.NextHopAddressType != AddressExternalIP {
 			add(rp.Child("nextHopAddressType"), "%q is not one of InternalIP, ExternalIP", r.NextHopAddressType)
 		}
-		for j, com := range r.BGP.Communities {
-			if _, err := ParseCommunity(com); err != nil {
-				add(rp.Child("bgp", "communities").Index(j), "%v", err)
-			}
-		}
-		for j, com := range r.BGP.LargeCommunities {
-			if _, err := ParseLargeCommunity(com); err != nil {
-				add(rp.Child("bgp", "largeCommunities").Index(j), "%v", err)
-			}
-		}
+		checkPathAttributes(add, rp.Child("bgp"), r.BGP)
 	}
 
 	b := &c.BGP
@@ -249,7 +227,19 @@ func (c *Config) validateNetwork() []error {
 			}
 		}
 	}
-	return errs
+}
+
+func checkPathAttributes(add reporter, p *field.Path, a PoolBGP) {
+	for j, com := range a.Communities {
+		if _, err := ParseCommunity(com); err != nil {
+			add(p.Child("communities").Index(j), "%v", err)
+		}
+	}
+	for j, com := range a.LargeCommunities {
+		if _, err := ParseLargeCommunity(com); err != nil {
+			add(p.Child("largeCommunities").Index(j), "%v", err)
+		}
+	}
 }
 
 // ParseCommunity reads a standard community "ASN:value" (each 0-65535) or
