@@ -118,3 +118,51 @@ func TestSpeakerWithoutAddPathSendsOneNextHop(t *testing.T) {
 		return len(rib["192.0.2.20/32"]) == 1, fmt.Sprintf("RIB %v", rib)
 	})
 }
+
+func TestSpeakerMD5Password(t *testing.T) {
+	for _, tc := range []struct {
+		name, password string
+		up             bool
+	}{{"right password", "s3cret-key", true}, {"wrong password", "guessed", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			peer, err := framework.StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500,
+				[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, Password: "s3cret-key"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(peer.Stop)
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			established := make(chan struct{}, 10)
+			s, err := Start(ctx, Config{
+				ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.2"),
+				Peers: []Peer{{
+					Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(peer.Port), ASN: 64500, Password: tc.password,
+					HoldTime: 9 * time.Second, Keepalive: 3 * time.Second, ConnectRetry: time.Second, IPv4: true,
+				}},
+			}, slog.New(slog.NewTextHandler(os.Stderr, nil)), func(st PeerState) {
+				if st.Established {
+					established <- struct{}{}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Stop(context.Background(), false) })
+			wait := 30 * time.Second
+			if !tc.up {
+				wait = 15 * time.Second
+			}
+			select {
+			case <-established:
+				if !tc.up {
+					t.Fatal("the session came up with a wrong TCP MD5 password")
+				}
+			case <-time.After(wait):
+				if tc.up {
+					t.Fatalf("the session with the right password did not come up:\n%s", peer.Logs())
+				}
+			}
+		})
+	}
+}

@@ -78,13 +78,22 @@ func StartGoBGPD(dir, name, address string, asn uint32, neighbors []GoBGPNeighbo
 	return StartGoBGPDIn(nil, dir, name, address, asn, neighbors)
 }
 
+// StartGoBGPDOnPort is StartGoBGPD on a given port, as a restarted router.
+func StartGoBGPDOnPort(dir, name, address string, port int, asn uint32, neighbors []GoBGPNeighbor) (*GoBGPD, error) {
+	return startGoBGPD(nil, dir, name, address, port, asn, neighbors)
+}
+
 // StartGoBGPDIn is StartGoBGPD inside a network namespace (nil: the test's).
 func StartGoBGPDIn(ns *Netns, dir, name, address string, asn uint32, neighbors []GoBGPNeighbor) (*GoBGPD, error) {
-	if err := EnsureCommands(map[string]string{"gobgpd": "gobgpd", "gobgp": "gobgpd"}); err != nil {
-		return nil, err
-	}
 	port, err := FreePort()
 	if err != nil {
+		return nil, err
+	}
+	return startGoBGPD(ns, dir, name, address, port, asn, neighbors)
+}
+
+func startGoBGPD(ns *Netns, dir, name, address string, port int, asn uint32, neighbors []GoBGPNeighbor) (*GoBGPD, error) {
+	if err := EnsureCommands(map[string]string{"gobgpd": "gobgpd", "gobgp": "gobgpd"}); err != nil {
 		return nil, err
 	}
 	apiPort, err := FreePort()
@@ -183,24 +192,24 @@ func (g *GoBGPD) RIB(family string) (map[string][]string, error) {
 }
 
 // NeighborState returns gobgpd's view of the session with addr:
-// "established", "active", ... and the session's uptime in seconds.
-func (g *GoBGPD) NeighborState(addr string) (string, int64, error) {
+// "established", "active", ...
+func (g *GoBGPD) NeighborState(addr string) (string, error) {
 	out, err := g.CLI("neighbor", addr, "-j")
 	if err != nil {
-		return "", 0, err
+		return "", err
 	}
 	var n struct {
 		State struct {
-			SessionState any `json:"session_state"`
+			SessionState int `json:"session_state"`
 		} `json:"state"`
-		Timers struct {
-			State struct {
-				Uptime any `json:"uptime"`
-			} `json:"state"`
-		} `json:"timers"`
 	}
 	if err := json.Unmarshal(out, &n); err != nil {
-		return "", 0, fmt.Errorf("reading gobgp neighbor %q: %w", out, err)
+		return "", fmt.Errorf("reading gobgp neighbor %q: %w", out, err)
 	}
-	return fmt.Sprint(n.State.SessionState), 0, nil
+	// The API's SessionState enumeration.
+	names := []string{"unknown", "idle", "connect", "active", "opensent", "openconfirm", "established"}
+	if n.State.SessionState < 0 || n.State.SessionState >= len(names) {
+		return fmt.Sprint(n.State.SessionState), nil
+	}
+	return names[n.State.SessionState], nil
 }
