@@ -3,13 +3,17 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -167,4 +171,81 @@ func TestLocalTrafficNodeDies(t *testing.T) {
 	// The endpoint is rescheduled on die-2.
 	readyEndpoints(t, ns, "only", "die-2")
 	s.waitRoute(vip, "203.0.113.92")
+}
+
+func TestInventoryFaultsWithdrawNothing(t *testing.T) {
+	const ns = "fault-inv"
+	s := newLBSite(t, ns)
+	good := fmt.Sprintf(lbConfig, ns, s.peer.Port) + "routes: {}\n"
+	s.writeConfig(good)
+	routeNode(t, "inv-1", 101, "10.244.101.0/24")
+	ccm := s.startCCM("ccm", "--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s")
+	createLBService(t, ns, "vip", nil)
+	vip := waitIngress(t, ns, "vip", 1)[0] + "/32"
+	s.waitRoute(vip, "203.0.113.101")
+	s.waitRoute("10.244.101.0/24", "203.0.113.101")
+	setNodeStatus(t, "inv-1", false, nil)
+	// NotReady: the VIP loses its next hop, the route stays.
+	s.waitRoute(vip)
+	setNodeStatus(t, "inv-1", true, nil)
+	s.waitRoute(vip, "203.0.113.101")
+
+	intact := func() (bool, string) {
+		rib, err := s.peer.RIB("ipv4")
+		if err != nil {
+			return false, err.Error()
+		}
+		_, ok := getNode(t, "inv-1")
+		return ok && len(rib[vip]) == 1 && len(rib["10.244.101.0/24"]) == 1, fmt.Sprintf("node there: %v, RIB %v", ok, rib)
+	}
+	faults := []struct {
+		what  string
+		apply func() error
+		inLog string
+	}{
+		{"truncated", func() error { return s.config.Write(good[:len(good)/2]) }, "Cloud config not reloaded"},
+		{"invalid YAML", func() error { return s.config.Write("inventory: [\n") }, "not valid YAML"},
+		{"unreadable (a directory)", func() error {
+			if err := removeFile(s.config.Path()); err != nil {
+				return err
+			}
+			return os.Mkdir(s.config.Path(), 0o755)
+		}, "is a directory"},
+		{"deleted", func() error { return os.Remove(s.config.Path()) }, "no such file"},
+	}
+	for _, f := range faults {
+		if err := f.apply(); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, 30*time.Second, "the "+f.what+" config is logged", func() (bool, string) {
+			return ccm.LogContains("Cloud config not reloaded", f.inLog), "not yet"
+		})
+		framework.Consistently(t, 3*time.Second, "nothing is withdrawn or deleted with a "+f.what+" config", intact)
+	}
+	// A valid file again takes effect.
+	if err := s.config.Write(strings.Replace(good, "avoidBuggyIPs: true", "avoidBuggyIPs: false", 1)); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, "the repaired config is in force", func() (bool, string) {
+		return ccm.LogContains("Reloaded cloud config"), "not yet"
+	})
+	framework.Consistently(t, 2*time.Second, "and nothing moved", intact)
+}
+
+func TestServiceAccountIsRefusedOutsideItsRole(t *testing.T) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", ccmKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.CoreV1().Secrets("kube-system").List(context.Background(), metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the CCM's ServiceAccount listing Secrets: %v, want Forbidden", err)
+	}
+	if _, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Errorf("the CCM's ServiceAccount cannot list Nodes: %v", err)
+	}
 }

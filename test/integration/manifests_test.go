@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
@@ -42,10 +43,31 @@ func TestManifestsApply(t *testing.T) {
 	if *d.Spec.Replicas != 2 || !d.Spec.Template.Spec.HostNetwork || d.Spec.Template.Spec.ServiceAccountName != "baremetal-cloud-controller-manager" {
 		t.Errorf("the Deployment is not two host-network replicas as the ServiceAccount: %+v", d.Spec)
 	}
+	checkLockedDown := func(what string, spec corev1.PodSpec) {
+		t.Helper()
+		if spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot {
+			t.Errorf("%s does not require a non-root user", what)
+		}
+		for _, c := range spec.Containers {
+			sc := c.SecurityContext
+			switch {
+			case sc == nil:
+				t.Errorf("%s container %s has no securityContext", what, c.Name)
+			case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+				t.Errorf("%s container %s has a writable root filesystem", what, c.Name)
+			case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+				t.Errorf("%s container %s allows privilege escalation", what, c.Name)
+			case sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+				t.Errorf("%s container %s must drop ALL capabilities and add none: %+v", what, c.Name, sc.Capabilities)
+			}
+		}
+	}
+	checkLockedDown("the Deployment", d.Spec.Template.Spec)
 	pod, err := cluster.Admin.CoreV1().Pods("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkLockedDown("the static pod", pod.Spec)
 	if pod.Spec.Priority == nil || *pod.Spec.Priority < 2000000000 {
 		t.Errorf("the static pod did not get a system-critical priority: %v", pod.Spec.Priority)
 	}
