@@ -15,14 +15,16 @@ LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION)+baremetal.$(subst -,.,$(VERSION)) \
 	-X k8s.io/component-base/version.gitCommit=$(COMMIT) \
 	-X k8s.io/component-base/version.gitTreeState=$(if $(findstring dirty,$(VERSION)),dirty,clean) \
-	-X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+	-X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ) \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION)+baremetal.$(subst -,.,$(VERSION)) \
+	-X k8s.io/client-go/pkg/version.gitCommit=$(COMMIT)
 
 
 
 # How long `make test` runs each fuzz target; longer: make fuzz FUZZTIME=10m
 FUZZTIME ?= 10s
 
-.PHONY: all build tools test unit integration e2e fuzz lint demo clean image
+.PHONY: all build tools test unit integration e2e fuzz bench lint demo clean image
 
 all: build
 
@@ -47,6 +49,11 @@ lint:
 
 unit:
 	$(GO) test ./pkg/... ./cmd/...
+
+# Benchmarks (not part of `make test`): make bench BENCHFLAGS="--runs=5 --idle=5m"
+BENCHFLAGS ?=
+bench: tools build
+	$(GO) run ./test/perf $(BENCHFLAGS)
 
 integration: tools build
 	$(GO) test -count=1 -timeout 20m ./test/framework/ ./test/integration/...

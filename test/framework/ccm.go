@@ -133,6 +133,9 @@ func StartProcess(binary, logDir, name string, securePort int, env []string, arg
 	return p, nil
 }
 
+// PID is the process ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Logs returns everything the process printed so far.
 func (p *Process) Logs() string { return p.out.String() }
 

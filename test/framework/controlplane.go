@@ -4,6 +4,7 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,6 +57,40 @@ type Cluster struct {
 	AdminConfig *rest.Config
 	// AdminKubeconfig is the path of a kubeconfig file for Admin.
 	AdminKubeconfig string
+	// AuditLog is the API server's audit log (JSON lines, metadata level).
+	AuditLog string
+}
+
+// AuditEvent is what the audit log says of one request.
+type AuditEvent struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
+}
+
+// Audit reads the audit log.
+func (c *Cluster) Audit() ([]AuditEvent, error) {
+	data, err := os.ReadFile(c.AuditLog)
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditEvent
+	for _, line := range strings.Split(string(data), "\n") {
+		var ev AuditEvent
+		if line != "" && json.Unmarshal([]byte(line), &ev) == nil {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
 }
 
 // StartCluster starts a new control plane.
@@ -72,8 +107,16 @@ func StartCluster() (*Cluster, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	// Every request is audited (metadata only), so that tests and
+	// benchmarks can count what the CCM wrote.
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o644); err != nil {
+		return nil, err
+	}
 	api := env.ControlPlane.GetAPIServer()
 	args := api.Configure()
+	args.Set("audit-policy-file", policy)
+	args.Set("audit-log-path", filepath.Join(dir, "audit.log"))
 	args.Set("authorization-mode", "RBAC")
 	args.Set("bind-address", "127.0.0.1")
 	// Events are what users read; keep them for the whole test.
@@ -92,7 +135,8 @@ func StartCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{env: env, Dir: dir, Admin: client, AdminConfig: cfg, AdminKubeconfig: filepath.Join(dir, "admin.kubeconfig")}
+	c := &Cluster{env: env, Dir: dir, Admin: client, AdminConfig: cfg, AdminKubeconfig: filepath.Join(dir, "admin.kubeconfig"),
+		AuditLog: filepath.Join(dir, "audit.log")}
 	if err := os.WriteFile(c.AdminKubeconfig, env.KubeConfig, 0o600); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,277 @@
+// Command perf is the benchmark suite (`make bench`): how fast the CCM
+// converges, what it costs, how it scales, on the same real kube-apiserver,
+// etcd and gobgpd peer as the integration tests. It prints a table and
+// writes the same figures as JSON. Sizes are flags.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+var (
+	nodes    = flag.Int("nodes", 100, "Nodes for the service burst and node churn")
+	services = flag.Int("services", 1000, "LoadBalancer Services in the burst")
+	joins    = flag.Int("join-nodes", 500, "Nodes registered at once for the node-join and routes scenarios")
+	runs     = flag.Int("runs", 3, "runs of each scenario; figures are the median, with min and max")
+	idle     = flag.Duration("idle", 5*time.Minute, "how long the steady-state scenario idles")
+	qps      = flag.Float64("kube-api-qps", 0, "the CCM's --kube-api-qps (0: its default)")
+	burst    = flag.Int("kube-api-burst", 0, "the CCM's --kube-api-burst (0: its default)")
+	syncs    = flag.Int("concurrent-service-syncs", 0, "the CCM's --concurrent-service-syncs (0: its default)")
+	out      = flag.String("out", "bench.json", "where to write the figures as JSON")
+)
+
+// figure is one measured quantity over the runs.
+type figure struct {
+	Scenario string    `json:"scenario"`
+	Name     string    `json:"name"`
+	Unit     string    `json:"unit"`
+	Values   []float64 `json:"values"`
+	Median   float64   `json:"median"`
+	Min      float64   `json:"min"`
+	Max      float64   `json:"max"`
+}
+
+type report struct {
+	Machine  string    `json:"machine"`
+	Versions string    `json:"versions"`
+	Flags    []string  `json:"flags"`
+	Figures  []*figure `json:"figures"`
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "perf:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	cluster    *framework.Cluster
+	binary     string
+	kubeconfig string
+	peer       *framework.GoBGPD
+	dir        string
+	rep        report
+	figs       map[string]*figure
+}
+
+func (b *bench) record(scenario, name, unit string, v float64) {
+	key := scenario + "/" + name
+	f, ok := b.figs[key]
+	if !ok {
+		f = &figure{Scenario: scenario, Name: name, Unit: unit}
+		b.figs[key] = f
+		b.rep.Figures = append(b.rep.Figures, f)
+	}
+	f.Values = append(f.Values, v)
+	s := slices.Sorted(slices.Values(f.Values))
+	f.Min, f.Max, f.Median = s[0], s[len(s)-1], s[len(s)/2]
+}
+
+func run() error {
+	b := &bench{figs: map[string]*figure{}}
+	var err error
+	if b.dir, err = os.MkdirTemp("", "baremetal-perf-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.dir)
+	if b.binary, err = framework.BuildCCM(); err != nil {
+		return err
+	}
+	if b.cluster, err = framework.StartCluster(); err != nil {
+		return err
+	}
+	defer b.cluster.Stop()
+	if _, err := b.cluster.Kubectl("apply", "-f", filepath.Join(framework.RepoRoot(), "deploy", "rbac.yaml")); err != nil {
+		return err
+	}
+	if b.kubeconfig, err = b.cluster.ServiceAccountKubeconfig(context.Background(), "kube-system", "baremetal-cloud-controller-manager"); err != nil {
+		return err
+	}
+	if b.peer, err = framework.StartGoBGPD(b.dir, "gobgpd", "127.0.0.1", 64500, []framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true}}); err != nil {
+		return err
+	}
+	defer b.peer.Stop()
+	b.rep.Machine = fmt.Sprintf("%d cores, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	b.rep.Versions = strings.Join([]string{
+		versionOf(b.binary, "--version"),
+		"kube-apiserver " + versionOf(filepath.Join(framework.ToolsBin(), "kube-apiserver"), "--version"),
+		versionOf("gobgpd", "--version"),
+	}, "; ")
+	b.rep.Flags = os.Args[1:]
+
+	for i := 0; i < *runs; i++ {
+		fmt.Fprintf(os.Stderr, "run %d of %d\n", i+1, *runs)
+		floor, err := b.floor(i)
+		if err != nil {
+			return err
+		}
+		if err := b.serviceScenarios(i, floor); err != nil {
+			return err
+		}
+		if err := b.joinScenarios(i); err != nil {
+			return err
+		}
+	}
+	b.print()
+	data, _ := json.MarshalIndent(b.rep, "", "  ")
+	return os.WriteFile(*out, data, 0o644)
+}
+
+func versionOf(cmd string, args ...string) string {
+	out, err := osexec.Command(cmd, args...).CombinedOutput()
+	if err != nil {
+		return cmd + ": unknown"
+	}
+	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+}
+
+// ccmArgs are the flags under test.
+func ccmArgs() []string {
+	var a []string
+	if *qps > 0 {
+		a = append(a, fmt.Sprintf("--kube-api-qps=%g", *qps))
+	}
+	if *burst > 0 {
+		a = append(a, fmt.Sprintf("--kube-api-burst=%d", *burst))
+	}
+	if *syncs > 0 {
+		a = append(a, fmt.Sprintf("--concurrent-service-syncs=%d", *syncs))
+	}
+	return a
+}
+
+func (b *bench) config(extra string) (string, error) {
+	path := filepath.Join(b.dir, fmt.Sprintf("cloud-%d.yaml", time.Now().UnixNano()))
+	cfg := fmt.Sprintf(`inventory:
+  unlistedNodes: allow
+loadBalancer:
+  pools:
+  - name: bench
+    addresses: [198.19.0.0/20]
+bgp:
+  localASN: 64512
+  routerID: 127.0.0.2
+  peers:
+  - {address: 127.0.0.1, port: %d, asn: 64500, holdTime: 30s, connectRetryTime: 1s}
+%s`, b.peer.Port, extra)
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+func (b *bench) startCCM(name, cloudConfig string, extra ...string) (*framework.Process, error) {
+	p, err := framework.CCM{Binary: b.binary, Dir: b.dir, Name: name, Kubeconfig: b.kubeconfig, CloudConfig: cloudConfig,
+		Args: append(append([]string{"--v=1"}, ccmArgs()...), extra...)}.Start()
+	if err != nil {
+		return nil, err
+	}
+	return p, waitFor(2*time.Minute, func() bool { return p.LogContains("Successfully acquired lease") })
+}
+
+func waitFor(timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not done after %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+func nodeIP(i int) string { return fmt.Sprintf("198.18.%d.%d", i/250, i%250+1) }
+
+// fastClient is a client without client-side rate limits, for set-up.
+func (b *bench) fastClient() kubernetes.Interface {
+	cfg := rest.CopyConfig(b.cluster.AdminConfig)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+func parallel(n, workers int, fn func(i int) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	ch := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ch {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+	return first
+}
+
+func (b *bench) registerNodes(prefix string, n int, ready bool) error {
+	return b.registerNodesFrom(prefix, 0, n, ready)
+}
+
+func (b *bench) deleteNodes(prefix string, n int) error {
+	c := b.fastClient()
+	return parallel(n, 32, func(i int) error {
+		return c.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", prefix, i), metav1.DeleteOptions{})
+	})
+}
+
+// ribComplete reports whether the peer has want prefixes with hops next hops each.
+func (b *bench) ribComplete(want, hops int, has func(nhs []string) bool) bool {
+	rib, err := b.peer.RIB("ipv4")
+	if err != nil || len(rib) < want {
+		return false
+	}
+	n := 0
+	for _, nhs := range rib {
+		if len(nhs) == hops && (has == nil || has(nhs)) {
+			n++
+		}
+	}
+	return n >= want
+}
+
+func (b *bench) print() {
+	fmt.Printf("\nbaremetal-cloud-controller-manager benchmarks\nmachine: %s\nflags: %v\n\n", b.rep.Machine, b.rep.Flags)
+	fmt.Printf("%-12s %-44s %10s %10s %10s  %s\n", "scenario", "figure", "median", "min", "max", "unit")
+	for _, f := range b.rep.Figures {
+		fmt.Printf("%-12s %-44s %10.3f %10.3f %10.3f  %s\n", f.Scenario, f.Name, f.Median, f.Min, f.Max, f.Unit)
+	}
+}
+
+func registerNode(c kubernetes.Interface, name, ip string, ready bool) error {
+	return framework.RegisterNode(context.Background(), c, name, "", ready, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}})
+}
+
+func setStatus(c kubernetes.Interface, name string, ready bool, ip string) error {
+	return framework.SetNodeStatus(context.Background(), c, name, ready, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}})
+}

@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	cloudapi "k8s.io/cloud-provider/api"
+)
+
+const ccmUser = "system:serviceaccount:kube-system:baremetal-cloud-controller-manager"
+
+func lbService(name string) *v1.Service {
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}}},
+	}
+}
+
+func (b *bench) namespace(name string) error {
+	_, err := b.cluster.Admin.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// ccmRateLimitedClient has the CCM's client-side limits (its defaults are
+// --kube-api-qps=20 --kube-api-burst=30).
+func (b *bench) ccmRateLimitedClient() kubernetes.Interface {
+	cfg := rest.CopyConfig(b.cluster.AdminConfig)
+	cfg.QPS, cfg.Burst = 20, 30
+	if *qps > 0 {
+		cfg.QPS = float32(*qps)
+	}
+	if *burst > 0 {
+		cfg.Burst = *burst
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+func workers() int {
+	if *syncs > 0 {
+		return *syncs
+	}
+	return 1 // the CCM's default --concurrent-service-syncs
+}
+
+// floor times what any CCM must do for the burst: one status write per
+// Service, at the CCM's client limits and concurrency.
+func (b *bench) floor(run int) (time.Duration, error) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("floor-%d", run)
+	if err := b.namespace(ns); err != nil {
+		return 0, err
+	}
+	fast := b.fastClient()
+	if err := parallel(*services, 32, func(i int) error {
+		_, err := fast.CoreV1().Services(ns).Create(ctx, lbService(fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	limited := b.ccmRateLimitedClient()
+	start := time.Now()
+	if err := parallel(*services, workers(), func(i int) error {
+		svc, err := fast.CoreV1().Services(ns).Get(ctx, fmt.Sprintf("svc-%d", i), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: fmt.Sprintf("198.19.%d.%d", 16+i/250, i%250+1)}}
+		_, err = limited.CoreV1().Services(ns).UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	b.record("floor", fmt.Sprintf("%d Service status writes", *services), "s", took.Seconds())
+	// No CCM runs, so there are no finalizers: deletion is immediate.
+	err := b.cluster.Admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	return took, err
+}
+
+func (b *bench) serviceScenarios(run int, floor time.Duration) error {
+	ctx := context.Background()
+	ns := fmt.Sprintf("bench-%d", run)
+	if err := b.namespace(ns); err != nil {
+		return err
+	}
+	if err := b.registerNodes("bn", *nodes, true); err != nil {
+		return err
+	}
+	cfg, err := b.config("")
+	if err != nil {
+		return err
+	}
+	ccm, err := b.startCCM(fmt.Sprintf("ccm-burst-%d", run), cfg)
+	if err != nil {
+		return err
+	}
+	defer ccm.Stop()
+	fast := b.fastClient()
+
+	// 1. Service burst.
+	start := time.Now()
+	if err := parallel(*services, 32, func(i int) error {
+		_, err := fast.CoreV1().Services(ns).Create(ctx, lbService(fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := waitFor(30*time.Minute, func() bool {
+		list, err := fast.CoreV1().Services(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false
+		}
+		done := 0
+		for _, s := range list.Items {
+			if len(s.Status.LoadBalancer.Ingress) > 0 {
+				done++
+			}
+		}
+		return done == *services
+	}); err != nil {
+		return fmt.Errorf("burst: Services without an address: %w", err)
+	}
+	status := time.Since(start)
+	b.record("burst", fmt.Sprintf("%d Services have an address", *services), "s", status.Seconds())
+	b.record("burst", "ratio to the floor", "x", status.Seconds()/floor.Seconds())
+	if err := waitFor(30*time.Minute, func() bool { return b.ribComplete(*services, *nodes, nil) }); err != nil {
+		return fmt.Errorf("burst: the peer lacks VIPs: %w", err)
+	}
+	b.record("burst", fmt.Sprintf("peer has every VIP via all %d nodes", *nodes), "s", time.Since(start).Seconds())
+
+	// 3. Node churn.
+	updates, err := b.receivedUpdates()
+	if err != nil {
+		return err
+	}
+	newIP := nodeIP(*nodes)
+	start = time.Now()
+	if err := b.registerNodesFrom("bn", *nodes, 1, true); err != nil {
+		return err
+	}
+	if err := waitFor(10*time.Minute, func() bool {
+		return b.ribComplete(*services, *nodes+1, func(nhs []string) bool { return slices.Contains(nhs, newIP) })
+	}); err != nil {
+		return fmt.Errorf("churn: the new node is not a next hop of every VIP: %w", err)
+	}
+	b.record("churn", fmt.Sprintf("new Ready node is a next hop of all %d VIPs", *services), "s", time.Since(start).Seconds())
+	after, _ := b.receivedUpdates()
+	b.record("churn", "BGP UPDATEs for the new node", "messages", float64(after-updates))
+	start = time.Now()
+	gone := nodeIP(0)
+	if err := setStatus(fast, "bn-0", false, gone); err != nil {
+		return err
+	}
+	if err := waitFor(10*time.Minute, func() bool {
+		return b.ribComplete(*services, *nodes, func(nhs []string) bool { return !slices.Contains(nhs, gone) })
+	}); err != nil {
+		return fmt.Errorf("churn: the NotReady node is still a next hop: %w", err)
+	}
+	b.record("churn", fmt.Sprintf("NotReady node gone from all %d VIPs", *services), "s", time.Since(start).Seconds())
+
+	// 6. Steady state.
+	if err := b.steadyState(ccm.PID()); err != nil {
+		return err
+	}
+
+	// Clean up, with the CCM still running to remove its finalizers.
+	if err := parallel(*services, 32, func(i int) error {
+		return fast.CoreV1().Services(ns).Delete(ctx, fmt.Sprintf("svc-%d", i), metav1.DeleteOptions{})
+	}); err != nil {
+		return err
+	}
+	if err := waitFor(30*time.Minute, func() bool {
+		list, err := fast.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0
+	}); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	ccm.Stop()
+	return b.deleteNodes("bn", *nodes+1)
+}
+
+func (b *bench) registerNodesFrom(prefix string, from, n int, ready bool) error {
+	c := b.fastClient()
+	return parallel(n, 32, func(i int) error {
+		return registerNode(c, fmt.Sprintf("%s-%d", prefix, from+i), nodeIP(from+i), ready)
+	})
+}
+
+// receivedUpdates is how many UPDATE messages gobgpd got from the CCM.
+func (b *bench) receivedUpdates() (int64, error) {
+	out, err := b.peer.CLI("neighbor", "127.0.0.1", "-j")
+	if err != nil {
+		return 0, err
+	}
+	var n struct {
+		State struct {
+			Messages struct {
+				Received struct {
+					Update int64 `json:"update"`
+				} `json:"received"`
+			} `json:"messages"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(out, &n); err != nil {
+		return 0, err
+	}
+	return n.State.Messages.Received.Update, nil
+}
+
+// ccmWritesSince counts the CCM's API writes after from, Lease renewals
+// aside, by verb, resource and user agent.
+func (b *bench) ccmWritesSince(from time.Time) (int, map[string]int, error) {
+	events, err := b.cluster.Audit()
+	if err != nil {
+		return 0, nil, err
+	}
+	writes := 0
+	byKind := map[string]int{}
+	for _, ev := range events {
+		if ev.User.Username != ccmUser || ev.StageTimestamp.Before(from) {
+			continue
+		}
+		switch ev.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			// Renewing the leader Lease is the one write a leader must make.
+			if ev.ObjectRef.Resource != "leases" {
+				writes++
+				byKind[ev.Verb+" "+ev.ObjectRef.Resource+"/"+ev.ObjectRef.Subresource+" by "+ev.UserAgent]++
+			}
+		}
+	}
+	return writes, byKind, nil
+}
+
+// steadyState idles and measures what the converged CCM costs. It starts
+// once the CCM has written nothing for 5 s (Events of the earlier work are
+// sent with a delay), or after 2 minutes.
+func (b *bench) steadyState(pid int) error {
+	settle := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(settle) {
+		n, _, err := b.ccmWritesSince(time.Now().Add(-5 * time.Second))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	cpu0, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	from := time.Now()
+	time.Sleep(*idle)
+	cpu1, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	writes, byKind, err := b.ccmWritesSince(from)
+	if err != nil {
+		return err
+	}
+	b.record("idle", fmt.Sprintf("API writes in %s (besides the Lease)", *idle), "requests", float64(writes))
+	if writes > 0 {
+		fmt.Fprintf(os.Stderr, "writes while idle: %v\n", byKind)
+	}
+	b.record("idle", fmt.Sprintf("CPU used in %s", *idle), "s", cpu1-cpu0)
+	rss, peak, err := memory(pid)
+	if err != nil {
+		return err
+	}
+	b.record("idle", "RSS of the CCM", "MiB", rss)
+	b.record("idle", "peak RSS of the CCM", "MiB", peak)
+	return nil
+}
+
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+}
+
+func memory(pid int) (rss, peak float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb / 1024
+		case "VmHWM:":
+			peak = kb / 1024
+		}
+	}
+	return rss, peak, nil
+}
+
+// joinScenarios: 4. node join and 5. routes.
+func (b *bench) joinScenarios(run int) error {
+	ctx := context.Background()
+	fast := b.fastClient()
+	// The floor: one update per Node at the CCM's client limits.
+	if err := b.registerNodes("floor", *joins, true); err != nil {
+		return err
+	}
+	limited := b.ccmRateLimitedClient()
+	start := time.Now()
+	if err := parallel(*joins, 1, func(i int) error {
+		n, err := fast.CoreV1().Nodes().Get(ctx, fmt.Sprintf("floor-%d", i), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Labels = map[string]string{v1.LabelTopologyZone: "z"}
+		_, err = limited.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	floor := time.Since(start)
+	b.record("join", fmt.Sprintf("floor: %d Node updates", *joins), "s", floor.Seconds())
+	if err := b.deleteNodes("floor", *joins); err != nil {
+		return err
+	}
+
+	if err := parallel(*joins, 32, func(i int) error {
+		name := fmt.Sprintf("jn-%d", i)
+		if err := registerNode(fast, name, nodeIP(i), true); err != nil {
+			return err
+		}
+		cidr := fmt.Sprintf("10.%d.%d.0/24", 128+i/256, i%256)
+		patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, cidr, cidr)
+		_, err := fast.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	cfg, err := b.config("routes: {}\n")
+	if err != nil {
+		return err
+	}
+	ccm, err := b.startCCM(fmt.Sprintf("ccm-join-%d", run), cfg, "--configure-cloud-routes=true", "--cluster-cidr=10.128.0.0/9")
+	if err != nil {
+		return err
+	}
+	defer ccm.Stop()
+	start = time.Now()
+	initialised := func() bool {
+		list, err := fast.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false
+		}
+		done := 0
+		for _, n := range list.Items {
+			if strings.HasPrefix(n.Name, "jn-") && !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudapi.TaintExternalCloudProvider }) {
+				done++
+			}
+		}
+		return done == *joins
+	}
+	var joined, routed time.Duration
+	if err := waitFor(30*time.Minute, func() bool {
+		if joined == 0 && initialised() {
+			joined = time.Since(start)
+		}
+		if routed == 0 && b.ribComplete(*joins, 1, nil) {
+			routed = time.Since(start)
+		}
+		return joined > 0 && routed > 0
+	}); err != nil {
+		return fmt.Errorf("join: %w", err)
+	}
+	b.record("join", fmt.Sprintf("%d Nodes initialised", *joins), "s", joined.Seconds())
+	b.record("join", "ratio to the floor", "x", joined.Seconds()/floor.Seconds())
+	b.record("routes", fmt.Sprintf("peer has all %d pod-CIDR routes", *joins), "s", routed.Seconds())
+	ccm.Stop()
+	return b.deleteNodes("jn", *joins)
+}
