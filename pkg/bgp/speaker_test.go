@@ -17,19 +17,37 @@ import (
 // learned.
 func startPair(t *testing.T, addPath bool) (*Speaker, *framework.GoBGPD) {
 	t.Helper()
-	dir := t.TempDir()
-	peer, err := framework.StartGoBGPD(dir, "gobgpd", "127.0.0.1", 64500, []framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: addPath}})
+	peer := startPeer(t, framework.GoBGPNeighbor{Address: "127.0.0.1", ASN: 64512, AddPath: addPath})
+	s, established := startSpeaker(t, peer, "")
+	select {
+	case <-established:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the session to gobgpd did not come up:\n%s", peer.Logs())
+	}
+	return s, peer
+}
+
+func startPeer(t *testing.T, n framework.GoBGPNeighbor) *framework.GoBGPD {
+	t.Helper()
+	peer, err := framework.StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500, []framework.GoBGPNeighbor{n})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(peer.Stop)
+	return peer
+}
+
+// startSpeaker peers with gobgpd; the channel gets a value each time the
+// session is established.
+func startSpeaker(t *testing.T, peer *framework.GoBGPD, password string) (*Speaker, chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	established := make(chan struct{}, 10)
 	s, err := Start(ctx, Config{
 		ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.2"),
 		Peers: []Peer{{
-			Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(peer.Port), ASN: 64500,
+			Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(peer.Port), ASN: 64500, Password: password,
 			HoldTime: 9 * time.Second, Keepalive: 3 * time.Second, ConnectRetry: time.Second,
 			IPv4: true, IPv6: true, GracefulRestart: true, RestartTime: 30 * time.Second,
 		}},
@@ -42,12 +60,7 @@ func startPair(t *testing.T, addPath bool) (*Speaker, *framework.GoBGPD) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Stop(context.Background(), false) })
-	select {
-	case <-established:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the session to gobgpd did not come up:\n%s", peer.Logs())
-	}
-	return s, peer
+	return s, established
 }
 
 func waitRIB(t *testing.T, peer *framework.GoBGPD, family string, want map[string][]string) {
@@ -125,30 +138,8 @@ func TestSpeakerMD5Password(t *testing.T) {
 		up             bool
 	}{{"right password", "s3cret-key", true}, {"wrong password", "guessed", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			peer, err := framework.StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500,
-				[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, Password: "s3cret-key"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(peer.Stop)
-			ctx, cancel := context.WithCancel(context.Background())
-			t.Cleanup(cancel)
-			established := make(chan struct{}, 10)
-			s, err := Start(ctx, Config{
-				ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.2"),
-				Peers: []Peer{{
-					Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(peer.Port), ASN: 64500, Password: tc.password,
-					HoldTime: 9 * time.Second, Keepalive: 3 * time.Second, ConnectRetry: time.Second, IPv4: true,
-				}},
-			}, slog.New(slog.NewTextHandler(os.Stderr, nil)), func(st PeerState) {
-				if st.Established {
-					established <- struct{}{}
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Stop(context.Background(), false) })
+			peer := startPeer(t, framework.GoBGPNeighbor{Address: "127.0.0.1", ASN: 64512, Password: "s3cret-key"})
+			_, established := startSpeaker(t, peer, tc.password)
 			wait := 30 * time.Second
 			if !tc.up {
 				wait = 15 * time.Second
