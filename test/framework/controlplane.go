@@ -123,7 +123,7 @@ func StartCluster() (*Cluster, error) {
 	args.Set("event-ttl", "1h")
 	// Dual-stack Services need a range of each family (addresses in them
 	// are only ever written into objects).
-	args.Set("service-cluster-ip-range", "10.0.0.0/24,fd00:10::/108")
+	args.Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10::/108")
 	if os.Getenv("TEST_CONTROL_PLANE_OUTPUT") != "" {
 		env.AttachControlPlaneOutput = true
 	}
