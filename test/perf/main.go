@@ -27,15 +27,16 @@ import (
 )
 
 var (
-	nodes    = flag.Int("nodes", 100, "Nodes for the service burst and node churn")
-	services = flag.Int("services", 1000, "LoadBalancer Services in the burst")
-	joins    = flag.Int("join-nodes", 500, "Nodes registered at once for the node-join and routes scenarios")
-	runs     = flag.Int("runs", 3, "runs of each scenario; figures are the median, with min and max")
-	idle     = flag.Duration("idle", 5*time.Minute, "how long the steady-state scenario idles")
-	qps      = flag.Float64("kube-api-qps", 0, "the CCM's --kube-api-qps (0: its default)")
-	burst    = flag.Int("kube-api-burst", 0, "the CCM's --kube-api-burst (0: its default)")
-	syncs    = flag.Int("concurrent-service-syncs", 0, "the CCM's --concurrent-service-syncs (0: its default)")
-	out      = flag.String("out", "bench.json", "where to write the figures as JSON")
+	nodes       = flag.Int("nodes", 100, "Nodes for the service burst and node churn")
+	services    = flag.Int("services", 1000, "LoadBalancer Services in the burst")
+	joins       = flag.Int("join-nodes", 500, "Nodes registered at once for the node-join and routes scenarios")
+	runs        = flag.Int("runs", 3, "runs of each scenario; figures are the median, with min and max")
+	idle        = flag.Duration("idle", 5*time.Minute, "how long the steady-state scenario idles")
+	qps         = flag.Float64("kube-api-qps", 0, "the CCM's --kube-api-qps (0: its default)")
+	burst       = flag.Int("kube-api-burst", 0, "the CCM's --kube-api-burst (0: its default)")
+	syncs       = flag.Int("concurrent-service-syncs", 0, "the CCM's --concurrent-service-syncs (0: its default)")
+	out         = flag.String("out", "bench.json", "where to write the figures as JSON")
+	heapProfile = flag.String("heap-profile", "", "if set, where to save the CCM's heap profile after the service burst")
 )
 
 // figure is one measured quantity over the runs.

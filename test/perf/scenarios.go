@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
 const ccmUser = "system:serviceaccount:kube-system:baremetal-cloud-controller-manager"
@@ -142,6 +147,11 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return fmt.Errorf("burst: the peer lacks VIPs: %w", err)
 	}
 	b.record("burst", fmt.Sprintf("peer has every VIP via all %d nodes", *nodes), "s", time.Since(start).Seconds())
+	if *heapProfile != "" {
+		if err := b.saveHeapProfile(ccm, *heapProfile); err != nil {
+			return err
+		}
+	}
 
 	// 3. Node churn.
 	updates, err := b.receivedUpdates()
@@ -402,4 +412,31 @@ func (b *bench) joinScenarios(run int) error {
 	b.record("routes", fmt.Sprintf("peer has all %d pod-CIDR routes", *joins), "s", routed.Seconds())
 	ccm.Stop()
 	return b.deleteNodes("jn", *joins)
+}
+
+// saveHeapProfile fetches the CCM's heap profile from its secure port, as
+// the cluster admin (pprof is served only to authorised clients).
+func (b *bench) saveHeapProfile(ccm *framework.Process, path string) error {
+	cert, err := tls.X509KeyPair(b.cluster.AdminConfig.CertData, b.cluster.AdminConfig.KeyData)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		InsecureSkipVerify: true, // the CCM's serving certificate is self-signed
+		Certificates:       []tls.Certificate{cert},
+	}}}
+	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", ccm.SecurePort))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "heap profile after the burst: %s (go tool pprof -top %s)\n", path, path)
+	return os.WriteFile(path, data, 0o644)
 }
