@@ -72,9 +72,7 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 	}
 	n.mu.Unlock()
 	klog.V(2).InfoS("Load balancer ensured", "service", klog.KObj(svc), "addresses", vips)
-	if err := n.announce(); err != nil {
-		return nil, err
-	}
+	n.announce()
 	return lbStatus(vips), nil
 }
 
@@ -96,7 +94,8 @@ func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 		_, err := c.EnsureLoadBalancer(ctx, "", svc, nodes)
 		return err
 	}
-	return n.announce()
+	n.announce()
+	return nil
 }
 
 // EnsureLoadBalancerDeleted withdraws the Service's paths and frees its
@@ -115,7 +114,8 @@ func (c *Cloud) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1
 	if len(vips) > 0 {
 		klog.InfoS("Load balancer deleted", "service", klog.KObj(svc), "addresses", vips)
 	}
-	return n.announce()
+	n.announce()
+	return nil
 }
 
 func allocationRequest(svc *v1.Service) (ipam.Request, error) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,8 @@ type network struct {
 	ready chan struct{}
 	// announceMu keeps one convergence of the speaker at a time.
 	announceMu sync.Mutex
+	// kick asks convergeLoop for a convergence.
+	kick chan struct{}
 
 	nodes  corelisters.NodeLister
 	slices discoverylisters.EndpointSliceLister
@@ -59,6 +62,7 @@ func newNetwork(cfg *config.Config) *network {
 		routes:   map[string]*route{},
 		ready:    make(chan struct{}),
 		informed: make(chan struct{}),
+		kick:     make(chan struct{}, 1),
 		eventf:   func(*v1.ObjectReference, string, string, string, ...any) {},
 	}
 }
@@ -76,18 +80,18 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	n.nodes, n.slices, n.svcs = nodes.Lister(), slicesInf.Lister(), svcs.Lister()
 	n.synced = []cache.InformerSynced{nodes.Informer().HasSynced, slicesInf.Informer().HasSynced, svcs.Informer().HasSynced}
 	close(n.informed)
-	onChange := func(any) { n.announceLogged() }
+	onChange := func(any) { n.announce() }
 	nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, cur any) {
 			if nodeRouting(old.(*v1.Node)) != nodeRouting(cur.(*v1.Node)) {
-				n.announceLogged()
+				n.announce()
 			}
 		},
 		DeleteFunc: onChange,
 	})
 	slicesInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onChange,
-		UpdateFunc: func(_, cur any) { n.announceLogged() },
+		UpdateFunc: func(_, cur any) { n.announce() },
 		DeleteFunc: onChange,
 	})
 }
@@ -128,8 +132,11 @@ func (n *network) start(ctx context.Context) {
 	n.speaker = speaker
 	n.mu.Unlock()
 	// Paths first, then peers: the first UPDATEs hold the whole table.
-	n.announceLogged()
+	if err := n.converge(); err != nil {
+		klog.ErrorS(err, "Setting the first BGP paths")
+	}
 	n.setPeers(ctx, cfg.BGP)
+	go n.convergeLoop(ctx)
 	go func() {
 		<-ctx.Done()
 		speaker.Stop(context.Background(), true)
@@ -189,7 +196,7 @@ func (n *network) reload(ctx context.Context, cfg *config.Config) {
 	n.warnOutsidePools(n.alloc.SetPools(cfg.LoadBalancer.Pools))
 	n.mu.Unlock()
 	n.setPeers(ctx, cfg.BGP)
-	n.announceLogged()
+	n.announce()
 }
 
 // warnOutsidePools tells the Services whose address a pool edit left
@@ -248,14 +255,34 @@ func speakerConfig(b config.BGP, failed *[]string) bgp.Config {
 	return cfg
 }
 
-func (n *network) announceLogged() {
-	if err := n.announce(); err != nil {
-		klog.ErrorS(err, "Converging BGP announcements")
+// announce asks for the speaker to be converged to the current state.
+// Requests coalesce: a burst of changes (a thousand Services created at
+// once, a Node that every VIP uses) costs a few convergences, not one each.
+func (n *network) announce() {
+	select {
+	case n.kick <- struct{}{}:
+	default: // one is pending already; it will see this change too
 	}
 }
 
-// announce converges the speaker to the paths the current state asks for.
-func (n *network) announce() error {
+// convergeLoop converges on request until ctx ends; a failed convergence
+// is tried again.
+func (n *network) convergeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.kick:
+		}
+		if err := n.converge(); err != nil {
+			klog.ErrorS(err, "Converging BGP announcements; retrying")
+			time.AfterFunc(time.Second, n.announce)
+		}
+	}
+}
+
+// converge sets the speaker's paths to what the current state asks for.
+func (n *network) converge() error {
 	n.announceMu.Lock()
 	defer n.announceMu.Unlock()
 	n.mu.Lock()

@@ -68,7 +68,8 @@ func (c *Cloud) CreateRoute(ctx context.Context, _ string, _ string, r *cloudpro
 		return err
 	}
 	klog.InfoS("Route created", "node", rt.node, "podCIDR", rt.cidr, "nextHop", rt.nextHop)
-	return n.announce()
+	n.announce()
+	return nil
 }
 
 // DeleteRoute withdraws the route.
@@ -83,7 +84,8 @@ func (c *Cloud) DeleteRoute(ctx context.Context, _ string, r *cloudprovider.Rout
 	}
 	n.mu.Unlock()
 	klog.InfoS("Route deleted", "node", r.TargetNode, "podCIDR", r.DestinationCIDR)
-	return n.announce()
+	n.announce()
+	return nil
 }
 
 // newRoute resolves the next hop of a Node's pod CIDR. Callers hold n.mu.

@@ -92,9 +92,17 @@ func (b *bench) floor(run int) (time.Duration, error) {
 	}
 	took := time.Since(start)
 	b.record("floor", fmt.Sprintf("%d Service status writes", *services), "s", took.Seconds())
-	// No CCM runs, so there are no finalizers: deletion is immediate.
-	err := b.cluster.Admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	return took, err
+	// No CCM runs, so there are no finalizers: deletion is immediate. (The
+	// namespace stays: no namespace controller runs here to empty it.)
+	if err := parallel(*services, 32, func(i int) error {
+		return fast.CoreV1().Services(ns).Delete(ctx, fmt.Sprintf("svc-%d", i), metav1.DeleteOptions{})
+	}); err != nil {
+		return 0, err
+	}
+	return took, waitFor(5*time.Minute, func() bool {
+		list, err := fast.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0
+	})
 }
 
 func (b *bench) serviceScenarios(run int, floor time.Duration) error {
