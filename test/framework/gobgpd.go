@@ -191,6 +191,21 @@ func (g *GoBGPD) RIB(family string) (map[string][]string, error) {
 	return res, nil
 }
 
+// RIBCount returns how many destinations and paths gobgpd's global RIB has
+// for family: a cheap question, where RIB dumps a large table.
+func (g *GoBGPD) RIBCount(family string) (destinations, paths int, err error) {
+	out, err := g.CLI("global", "rib", "summary", "-a", family)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), "Destination: %d, Path: %d", &destinations, &paths); err == nil {
+			return destinations, paths, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("no counts in gobgp's RIB summary %q", out)
+}
+
 // NeighborState returns gobgpd's view of the session with addr:
 // "established", "active", ...
 func (g *GoBGPD) NeighborState(addr string) (string, error) {

@@ -248,6 +248,10 @@ func (b *bench) deleteNodes(prefix string, n int) error {
 
 // ribComplete reports whether the peer has want prefixes with hops next hops each.
 func (b *bench) ribComplete(want, hops int, has func(nhs []string) bool) bool {
+	// Dumping a table of 100,000 paths takes gobgpd seconds: count first.
+	if _, paths, err := b.peer.RIBCount("ipv4"); err != nil || paths < want*hops {
+		return false
+	}
 	rib, err := b.peer.RIB("ipv4")
 	if err != nil || len(rib) < want {
 		return false
