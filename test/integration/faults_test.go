@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -20,10 +19,7 @@ import (
 
 func annotate(t *testing.T, ns, name, key, value string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
-	if _, err := cluster.Admin.CoreV1().Services(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	patchService(t, ns, name, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value))
 }
 
 func TestRequestedAddressChanges(t *testing.T) {
@@ -73,10 +69,7 @@ func TestRequestedAddressChanges(t *testing.T) {
 	// spec.loadBalancerIP moves a Service too.
 	createLBService(t, ns, "legacy", func(svc *v1.Service) { svc.Spec.LoadBalancerIP = "192.0.2.8" })
 	waitIngress(t, ns, "legacy", 1)
-	if _, err := cluster.Admin.CoreV1().Services(ns).Patch(context.Background(), "legacy", types.MergePatchType,
-		[]byte(`{"spec":{"loadBalancerIP":"192.0.2.9"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	patchService(t, ns, "legacy", `{"spec":{"loadBalancerIP":"192.0.2.9"}}`)
 	s.waitRoute("192.0.2.9/32", "203.0.113.61")
 	s.waitRoute("192.0.2.8/32")
 }

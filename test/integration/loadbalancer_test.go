@@ -119,6 +119,14 @@ func forgetService(t *testing.T, ns, name string) {
 	}
 }
 
+// patchService applies a JSON merge patch to a Service.
+func patchService(t *testing.T, ns, name, patch string) {
+	t.Helper()
+	if _, err := cluster.Admin.CoreV1().Services(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patching Service %s/%s with %s: %v", ns, name, patch, err)
+	}
+}
+
 func deleteService(t *testing.T, ns, name string) {
 	t.Helper()
 	ctx := context.Background()
@@ -235,10 +243,7 @@ func TestLoadBalancerAnnouncedToPeer(t *testing.T) {
 	s.waitRoute("192.0.2.1/32")
 
 	// A type change away from LoadBalancer withdraws and frees too.
-	if _, err := cluster.Admin.CoreV1().Services(ns).Patch(context.Background(), "api", types.MergePatchType,
-		[]byte(`{"spec":{"type":"ClusterIP"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	patchService(t, ns, "api", `{"spec":{"type":"ClusterIP"}}`)
 	s.waitRoute(apiIP + "/32")
 	createLBService(t, ns, "reuses", func(svc *v1.Service) {
 		svc.Annotations = map[string]string{"baremetal.cloudprovider.io/load-balancer-ips": apiIP}
