@@ -216,7 +216,7 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 	}
 	var errs []error
 	for addr, old := range s.peers {
-		if p, ok := want[addr]; ok && peerEqual(p, old) {
+		if p, ok := want[addr]; ok && p == old {
 			continue
 		}
 		if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}); err != nil {
@@ -237,8 +237,6 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 	}
 	return errors.Join(errs...)
 }
-
-func peerEqual(a, b Peer) bool { return a == b }
 
 func apiPeer(p Peer) *api.Peer {
 	secs := func(d time.Duration) uint64 { return uint64(d / time.Second) }

@@ -101,6 +101,11 @@ func (a *Allocator) SetPools(pools []config.Pool) []netip.Addr {
 		}
 		a.pools = append(a.pools, p)
 	}
+	return a.Outside()
+}
+
+// Outside returns the addresses in use that no pool contains.
+func (a *Allocator) Outside() []netip.Addr {
 	var outside []netip.Addr
 	for addr := range a.owners {
 		if a.poolOf(addr) == nil {

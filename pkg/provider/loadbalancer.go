@@ -18,7 +18,6 @@ var _ cloudprovider.LoadBalancer = &Cloud{}
 // lbService is what the provider knows of one LoadBalancer Service.
 type lbService struct {
 	namespace, name string
-	vips            []netip.Addr
 	etpLocal        bool
 	// nodes are the names of the Nodes the service controller passed last.
 	// Nil until it has passed any: then every Node that is eligible
@@ -66,7 +65,7 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 		return nil, fmt.Errorf("Service %s: %w", req.Service, err)
 	}
 	n.services[req.Service] = &lbService{
-		namespace: svc.Namespace, name: svc.Name, vips: vips,
+		namespace: svc.Namespace, name: svc.Name,
 		etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
 		nodes:    nodeNames(nodes),
 	}

@@ -179,12 +179,12 @@ func (n *network) rebuild() {
 			n.eventf(serviceRef(svc.Namespace, svc.Name), v1.EventTypeWarning, "AddressConflict", "the addresses in this Service's status are held by another Service: %v", err)
 			continue
 		}
-		n.services[req.Service] = &lbService{namespace: svc.Namespace, name: svc.Name, vips: vips,
+		n.services[req.Service] = &lbService{namespace: svc.Namespace, name: svc.Name,
 			etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal}
 		count++
 	}
 	klog.InfoS("Rebuilt load-balancer allocations from Service status", "services", count)
-	n.warnOutsidePools(n.alloc.SetPools(n.cfg.LoadBalancer.Pools))
+	n.warnOutsidePools(n.alloc.Outside())
 	n.rebuildRoutes()
 }
 
@@ -202,8 +202,8 @@ func (n *network) reload(ctx context.Context, cfg *config.Config) {
 // warnOutsidePools tells the Services whose address a pool edit left
 // outside every pool. They keep it. Callers hold n.mu.
 func (n *network) warnOutsidePools(outside []netip.Addr) {
-	for _, s := range n.services {
-		for _, vip := range s.vips {
+	for key, s := range n.services {
+		for _, vip := range n.alloc.Addresses(key) {
 			if slices.Contains(outside, vip) {
 				klog.InfoS("Service address is outside every pool; it keeps serving", "service", s.namespace+"/"+s.name, "address", vip)
 				n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "AddressOutsidePools",
@@ -311,9 +311,10 @@ func (n *network) desiredPaths() []bgp.Path {
 	for _, p := range n.cfg.LoadBalancer.Pools {
 		attrs[p.Name] = p.BGP
 	}
-	for _, s := range n.services {
+	// The allocator is the one record of which Service holds which address.
+	for key, s := range n.services {
 		hops := n.nextHops(s)
-		for _, vip := range s.vips {
+		for _, vip := range n.alloc.Addresses(key) {
 			a := attrs[n.alloc.PoolOf(vip)]
 			for _, nh := range hops {
 				if nh.Is4() != vip.Is4() {
