@@ -15,10 +15,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -63,32 +61,9 @@ func startCCM(t *testing.T, name string) *framework.Process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := framework.CCM{
-		Binary: ccmBinary, Dir: t.TempDir(), Name: name, Kubeconfig: kubeconfig, CloudConfig: cfg, Netns: net1.ccmNS.Name,
+	return framework.StartReplica(t, framework.CCM{
+		Binary: ccmBinary, Name: name, Kubeconfig: kubeconfig, CloudConfig: cfg, Netns: net1.ccmNS.Name,
 		Args: []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s"},
-	}.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			kept := filepath.Join(os.TempDir(), "baremetal-test-logs", t.Name()+"-"+name+".log")
-			os.MkdirAll(filepath.Dir(kept), 0o755)
-			os.WriteFile(kept, []byte(p.Logs()), 0o644)
-			t.Logf("%s's log is kept in %s", name, kept)
-		}
-	})
-	return p
-}
-
-func waitLeader(t *testing.T, p *framework.Process) {
-	t.Helper()
-	framework.Eventually(t, 60*time.Second, p.Name+" leads", func() (bool, string) {
-		if done, err := p.Exited(); done {
-			t.Fatalf("%s exited: %v\n%s", p.Name, err, p.Logs())
-		}
-		return p.LogContains("Successfully acquired lease"), "not yet"
 	})
 }
 
@@ -184,7 +159,7 @@ func TestDataPath(t *testing.T) {
 	}
 
 	leader := startCCM(t, "ccm-a")
-	waitLeader(t, leader)
+	framework.WaitLeader(t, leader)
 	framework.Eventually(t, 60*time.Second, "pod on n1 reaches pod on n2 through the router", podToPod)
 	routes, _ := net1.frr.Routes("-4")
 	t.Logf("router's kernel routes:\n%s", routes)
@@ -216,7 +191,7 @@ func TestDataPath(t *testing.T) {
 		}
 
 		// externalTrafficPolicy: Local with the only endpoint on n2.
-		writeSlice(t, "default", "web", b.name)
+		framework.WriteEndpointSlice(t, cluster.Admin, "default", "web", b.name)
 		if _, err := cluster.Admin.CoreV1().Services("default").Patch(ctx, "web", types.MergePatchType,
 			[]byte(`{"spec":{"externalTrafficPolicy":"Local"}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
@@ -292,7 +267,7 @@ func TestDataPath(t *testing.T) {
 		}()
 		time.Sleep(time.Second)
 		leader.Kill()
-		waitLeader(t, standby)
+		framework.WaitLeader(t, standby)
 		framework.Eventually(t, 60*time.Second, "the new leader announces", func() (bool, string) {
 			return standby.LogContains("BGP session state changed", "peer=\""+routerIP+"\"", "established"), "no session yet"
 		})
@@ -335,31 +310,5 @@ func routeLines(out, prefix string) string {
 
 func waitIngress(t *testing.T, ns, name string) string {
 	t.Helper()
-	var ip string
-	framework.Eventually(t, 60*time.Second, "Service "+name+" has an external IP", func() (bool, string) {
-		svc, err := cluster.Admin.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
-			return false, fmt.Sprint(err)
-		}
-		ip = svc.Status.LoadBalancer.Ingress[0].IP
-		return true, ""
-	})
-	return ip
-}
-
-func writeSlice(t *testing.T, ns, svc string, nodes ...string) {
-	t.Helper()
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-	}
-	for i, n := range nodes {
-		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
-			Addresses: []string{fmt.Sprintf("10.244.%d.10", i+1)}, NodeName: ptr.To(n),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-		})
-	}
-	if _, err := cluster.Admin.DiscoveryV1().EndpointSlices(ns).Create(context.Background(), slice, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	return framework.WaitIngress(t, cluster.Admin, ns, name, 1)[0]
 }

@@ -3,8 +3,10 @@ package framework
 import (
 	"context"
 	"fmt"
+	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -56,4 +58,19 @@ func SetNodeStatus(ctx context.Context, client kubernetes.Interface, name string
 		return fmt.Errorf("updating the status of Node %s: %w", name, err)
 	}
 	return nil
+}
+
+// CreateNode registers a Node (see RegisterNode) and deletes it when the
+// test ends.
+func CreateNode(t testing.TB, client kubernetes.Interface, name, providerID string, ready bool, addresses []v1.NodeAddress) {
+	t.Helper()
+	if err := RegisterNode(context.Background(), client, name, providerID, ready, addresses); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		err := client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting Node %s: %v", name, err)
+		}
+	})
 }

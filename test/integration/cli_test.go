@@ -7,11 +7,11 @@ import (
 )
 
 func TestCommandLine(t *testing.T) {
-	out, err := exec.Command(ccmBinary, "--version").CombinedOutput()
+	out, err := exec.Command(suite.Binary, "--version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "baremetal-cloud-controller-manager v1.37.2+baremetal.") {
 		t.Errorf("--version: %v %q", err, out)
 	}
-	out, err = exec.Command(ccmBinary, "--help").CombinedOutput()
+	out, err = exec.Command(suite.Binary, "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--help: %v", err)
 	}

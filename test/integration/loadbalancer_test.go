@@ -9,11 +9,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
@@ -53,12 +50,7 @@ bgp:
 
 func newLBSite(t *testing.T, ns string) *lbSite {
 	t.Helper()
-	peer, err := framework.StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500,
-		[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(peer.Stop)
+	peer := framework.StartPeer(t)
 	s := &lbSite{site: newSite(t, fmt.Sprintf(lbConfig, ns, peer.Port)), peer: peer, ns: ns}
 	for _, name := range []string{ns, ns + "-team"} {
 		createNamespace(t, name)
@@ -68,10 +60,7 @@ func newLBSite(t *testing.T, ns string) *lbSite {
 
 func createNamespace(t *testing.T, name string) {
 	t.Helper()
-	_, err := cluster.Admin.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	framework.CreateNamespace(t, suite.Cluster.Admin, name)
 }
 
 // lbNode registers a Node with an IPv4 and an IPv6 InternalIP.
@@ -85,105 +74,32 @@ func lbNode(t *testing.T, name string, ready bool, n int) {
 
 func createLBService(t *testing.T, ns, name string, mutate func(*v1.Service)) {
 	t.Helper()
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.ServiceSpec{
-			Type:     v1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": name},
-			Ports:    []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}
-	if mutate != nil {
-		mutate(svc)
-	}
-	if _, err := cluster.Admin.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating Service %s/%s: %v", ns, name, err)
-	}
-	// Runs before the CCM is stopped (cleanups run last-in first-out), so
-	// that the CCM removes its finalizer.
-	t.Cleanup(func() { forgetService(t, ns, name) })
+	framework.CreateLBService(t, suite.Cluster.Admin, ns, name, mutate)
 }
 
-// forgetService deletes a Service at the end of a test even when no CCM
-// runs any more to remove its finalizer.
-func forgetService(t *testing.T, ns, name string) {
-	ctx := context.Background()
-	services := cluster.Admin.CoreV1().Services(ns)
-	if err := services.Delete(ctx, name, metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
-		return
-	}
-	time.Sleep(200 * time.Millisecond)
-	if svc, err := services.Get(ctx, name, metav1.GetOptions{}); err == nil && len(svc.Finalizers) > 0 {
-		svc.Finalizers = nil
-		services.Update(ctx, svc, metav1.UpdateOptions{})
-	}
-}
-
-// patchService applies a JSON merge patch to a Service.
 func patchService(t *testing.T, ns, name, patch string) {
 	t.Helper()
-	if _, err := cluster.Admin.CoreV1().Services(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("patching Service %s/%s with %s: %v", ns, name, patch, err)
-	}
+	framework.PatchService(t, suite.Cluster.Admin, ns, name, patch)
 }
 
 func deleteService(t *testing.T, ns, name string) {
 	t.Helper()
-	ctx := context.Background()
-	err := cluster.Admin.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	if err != nil {
-		t.Errorf("deleting Service %s/%s: %v", ns, name, err)
-	}
-	framework.Eventually(t, waitTimeout, "Service "+ns+"/"+name+" deleted", func() (bool, string) {
-		_, err := cluster.Admin.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
+	framework.DeleteService(t, suite.Cluster.Admin, ns, name)
 }
 
 func ingress(t *testing.T, ns, name string) []string {
 	t.Helper()
-	svc, err := cluster.Admin.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ips []string
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		ips = append(ips, in.IP)
-	}
-	return ips
+	return framework.Ingress(t, suite.Cluster.Admin, ns, name)
 }
 
 func waitIngress(t *testing.T, ns, name string, count int) []string {
 	t.Helper()
-	var ips []string
-	framework.Eventually(t, waitTimeout, "Service "+ns+"/"+name+" has an external IP", func() (bool, string) {
-		ips = ingress(t, ns, name)
-		return len(ips) == count, fmt.Sprintf("ingress %v", ips)
-	})
-	return ips
+	return framework.WaitIngress(t, suite.Cluster.Admin, ns, name, count)
 }
 
-// waitRoute waits until gobgpd has exactly these next hops for prefix
-// (none: the prefix is withdrawn).
 func (s *lbSite) waitRoute(prefix string, nextHops ...string) {
-	s.t.Helper()
-	family := "ipv4"
-	if strings.Contains(prefix, ":") {
-		family = "ipv6"
-	}
-	slices.Sort(nextHops)
-	framework.Eventually(s.t, waitTimeout, fmt.Sprintf("gobgpd has %s via %v", prefix, nextHops), func() (bool, string) {
-		rib, err := s.peer.RIB(family)
-		if err != nil {
-			return false, err.Error()
-		}
-		got := rib[prefix]
-		slices.Sort(got)
-		return slices.Equal(got, nextHops), fmt.Sprintf("%s via %v", prefix, got)
-	})
+	s.T.Helper()
+	framework.WaitRoute(s.T, s.peer, prefix, nextHops...)
 }
 
 func TestLoadBalancerAnnouncedToPeer(t *testing.T) {
@@ -200,7 +116,7 @@ func TestLoadBalancerAnnouncedToPeer(t *testing.T) {
 		t.Errorf("web got %v, want 192.0.2.1 (the first address of pool public that is not .0)", ips)
 	}
 	s.waitRoute("192.0.2.1/32", "203.0.113.1", "203.0.113.2")
-	out, err := cluster.Kubectl("-n", ns, "get", "svc", "web")
+	out, err := suite.Cluster.Kubectl("-n", ns, "get", "svc", "web")
 	if err != nil || !strings.Contains(out, "192.0.2.1") {
 		t.Errorf("kubectl get svc does not show the external IP: %v\n%s", err, out)
 	}
@@ -255,29 +171,7 @@ func TestLoadBalancerAnnouncedToPeer(t *testing.T) {
 
 func readyEndpoints(t *testing.T, ns, svc string, nodes ...string) {
 	t.Helper()
-	ctx := context.Background()
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
-	}
-	for i, n := range nodes {
-		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
-			Addresses: []string{fmt.Sprintf("10.244.%d.10", i)}, NodeName: ptr.To(n),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-		})
-	}
-	client := cluster.Admin.DiscoveryV1().EndpointSlices(ns)
-	old, err := client.Get(ctx, slice.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = client.Create(ctx, slice, metav1.CreateOptions{})
-	} else if err == nil {
-		slice.ResourceVersion = old.ResourceVersion
-		_, err = client.Update(ctx, slice, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		t.Fatalf("writing the EndpointSlice of %s/%s: %v", ns, svc, err)
-	}
+	framework.WriteEndpointSlice(t, suite.Cluster.Admin, ns, svc, nodes...)
 }
 
 func TestLoadBalancerLocalTrafficPolicy(t *testing.T) {
@@ -299,7 +193,7 @@ func TestLoadBalancerLocalTrafficPolicy(t *testing.T) {
 
 	// A node labelled out of load balancing is dropped.
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, v1.LabelNodeExcludeBalancers)
-	if _, err := cluster.Admin.CoreV1().Nodes().Patch(context.Background(), "local-2", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := suite.Cluster.Admin.CoreV1().Nodes().Patch(context.Background(), "local-2", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitRoute(vip, "203.0.113.11")

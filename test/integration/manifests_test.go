@@ -19,24 +19,24 @@ func TestManifestsApply(t *testing.T) {
 	deploy := filepath.Join(framework.RepoRoot(), "deploy")
 	// rbac.yaml was applied by TestMain; applying again must be clean too.
 	for _, f := range []string{"rbac.yaml", "deployment.yaml", "static-pod.yaml"} {
-		if out, err := cluster.Kubectl("apply", "-f", filepath.Join(deploy, f)); err != nil {
+		if out, err := suite.Cluster.Kubectl("apply", "-f", filepath.Join(deploy, f)); err != nil {
 			t.Errorf("applying deploy/%s: %v", f, err)
 		} else {
 			t.Logf("deploy/%s: %s", f, strings.TrimSpace(out))
 		}
 	}
-	cm, err := cluster.Kubectl("-n", "kube-system", "create", "configmap", "baremetal-cloud-config",
+	cm, err := suite.Cluster.Kubectl("-n", "kube-system", "create", "configmap", "baremetal-cloud-config",
 		"--from-file=cloud.yaml="+filepath.Join(deploy, "cloud-config.example.yaml"), "--dry-run=client", "-o", "yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply := exec.Command(filepath.Join(framework.ToolsBin(), "kubectl"), "--kubeconfig", cluster.AdminKubeconfig, "apply", "-f", "-")
+	apply := exec.Command(filepath.Join(framework.ToolsBin(), "kubectl"), "--kubeconfig", suite.Cluster.AdminKubeconfig, "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(cm)
 	if out, err := apply.CombinedOutput(); err != nil {
 		t.Errorf("applying the example cloud config as a ConfigMap: %v\n%s", err, out)
 	}
 	ctx := context.Background()
-	d, err := cluster.Admin.AppsV1().Deployments("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
+	d, err := suite.Cluster.Admin.AppsV1().Deployments("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestManifestsApply(t *testing.T) {
 		}
 	}
 	checkLockedDown("the Deployment", d.Spec.Template.Spec)
-	pod, err := cluster.Admin.CoreV1().Pods("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
+	pod, err := suite.Cluster.Admin.CoreV1().Pods("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +72,8 @@ func TestManifestsApply(t *testing.T) {
 		t.Errorf("the static pod did not get a system-critical priority: %v", pod.Spec.Priority)
 	}
 	t.Cleanup(func() {
-		cluster.Kubectl("delete", "-f", filepath.Join(deploy, "deployment.yaml"), "-f", filepath.Join(deploy, "static-pod.yaml"))
-		cluster.Kubectl("-n", "kube-system", "delete", "configmap", "baremetal-cloud-config")
+		suite.Cluster.Kubectl("delete", "-f", filepath.Join(deploy, "deployment.yaml"), "-f", filepath.Join(deploy, "static-pod.yaml"))
+		suite.Cluster.Kubectl("-n", "kube-system", "delete", "configmap", "baremetal-cloud-config")
 	})
 
 	for _, f := range []string{"init.yaml", "join.yaml"} {

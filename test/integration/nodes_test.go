@@ -220,7 +220,7 @@ inventory:
 		return len(ev) > 0 && ev[0].Type == v1.EventTypeWarning, fmt.Sprintf("%d events", len(ev))
 	})
 	// The file disappears entirely.
-	if err := removeFile(s.config.Path()); err != nil {
+	if err := removeFile(s.Config.Path()); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 30*time.Second, "the missing file is reported", func() (bool, string) {
@@ -240,10 +240,10 @@ func TestInvalidConfigAtStartExits(t *testing.T) {
 		t.Fatal("the CCM started with an invalid config")
 	}
 	if !p.LogContains(`inventory.machines[0].powerState: "sleeping" is not one of on, off`) {
-		t.Errorf("the exit message does not name the field:\n%s", tail(p.Logs(), 20))
+		t.Errorf("the exit message does not name the field:\n%s", framework.Tail(p.Logs(), 20))
 	}
 
-	missing := framework.CCM{Binary: ccmBinary, Dir: t.TempDir(), Name: "missing", Kubeconfig: ccmKubeconfig, CloudConfig: "/nonexistent/cloud.yaml"}
+	missing := framework.CCM{Binary: suite.Binary, Dir: t.TempDir(), Name: "missing", Kubeconfig: suite.Kubeconfig, CloudConfig: "/nonexistent/cloud.yaml"}
 	p2, startErr := missing.Start()
 	if startErr != nil {
 		t.Fatal(startErr)
@@ -252,6 +252,6 @@ func TestInvalidConfigAtStartExits(t *testing.T) {
 		t.Fatal("the CCM started without its config file")
 	}
 	if !p2.LogContains("/nonexistent/cloud.yaml") {
-		t.Errorf("the exit message does not name the file:\n%s", tail(p2.Logs(), 20))
+		t.Errorf("the exit message does not name the file:\n%s", framework.Tail(p2.Logs(), 20))
 	}
 }

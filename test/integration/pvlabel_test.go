@@ -24,17 +24,17 @@ func createPV(t *testing.T, name string, labels map[string]string, src v1.Persis
 			NodeAffinity:           affinity,
 		},
 	}
-	if _, err := cluster.Admin.CoreV1().PersistentVolumes().Create(context.Background(), pv, metav1.CreateOptions{}); err != nil {
+	if _, err := suite.Cluster.Admin.CoreV1().PersistentVolumes().Create(context.Background(), pv, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating PersistentVolume %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		cluster.Admin.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		suite.Cluster.Admin.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 }
 
 func pvLabels(t *testing.T, name string) map[string]string {
 	t.Helper()
-	pv, err := cluster.Admin.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
+	pv, err := suite.Cluster.Admin.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

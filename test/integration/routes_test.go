@@ -39,7 +39,7 @@ func routeNode(t *testing.T, name string, n int, podCIDRs ...string) {
 		{Type: v1.NodeInternalIP, Address: fmt.Sprintf("2001:db8:1::%d", n)},
 	}})
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"podCIDR": podCIDRs[0], "podCIDRs": podCIDRs}})
-	if _, err := cluster.Admin.CoreV1().Nodes().Patch(context.Background(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := suite.Cluster.Admin.CoreV1().Nodes().Patch(context.Background(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("giving Node %s its pod CIDRs: %v", name, err)
 	}
 }
@@ -58,12 +58,7 @@ func networkAvailable(t *testing.T, name string) (bool, string) {
 }
 
 func TestPodCIDRRoutes(t *testing.T) {
-	peer, err := framework.StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500,
-		[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(peer.Stop)
+	peer := framework.StartPeer(t)
 	s := &lbSite{site: newSite(t, fmt.Sprintf(routesConfig, peer.Port)), peer: peer}
 	routeArgs := []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16,fd00:244::/48", "--route-reconciliation-period=2s"}
 
@@ -80,7 +75,7 @@ func TestPodCIDRRoutes(t *testing.T) {
 	// A Node that joins gets its route; one that goes loses it.
 	routeNode(t, "rt-3", 53, "10.244.3.0/24", "fd00:244:0:3::/64")
 	s.waitRoute("10.244.3.0/24", "203.0.113.53")
-	if err := cluster.Admin.CoreV1().Nodes().Delete(context.Background(), "rt-2", metav1.DeleteOptions{}); err != nil {
+	if err := suite.Cluster.Admin.CoreV1().Nodes().Delete(context.Background(), "rt-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitRoute("10.244.2.0/24")

@@ -46,22 +46,7 @@ func TestSecurePort(t *testing.T) {
 	}
 }
 
-// metrics reads the CCM's /metrics as the cluster admin.
 func metrics(t *testing.T, ccm *framework.Process) string {
 	t.Helper()
-	cert, err := tls.X509KeyPair(cluster.AdminConfig.CertData, cluster.AdminConfig.KeyData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}}}
-	resp, err := admin.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", ccm.SecurePort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("admin /metrics: %d", resp.StatusCode)
-	}
-	return string(body)
+	return suite.Metrics(t, ccm)
 }

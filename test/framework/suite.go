@@ -1,0 +1,183 @@
+package framework
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Suite is what a test package shares: the CCM binary, a control plane
+// with deploy/rbac.yaml applied, and a kubeconfig for the CCM's
+// ServiceAccount, so that the CCM has only the rights it ships with.
+type Suite struct {
+	Cluster    *Cluster
+	Binary     string
+	Kubeconfig string
+}
+
+// RunSuite sets up a Suite, runs the package's tests against it and
+// returns the exit code, for TestMain.
+func RunSuite(m *testing.M, suite **Suite) int {
+	s, err := startSuite()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Cluster.Stop()
+	*suite = s
+	return m.Run()
+}
+
+func startSuite() (*Suite, error) {
+	binary, err := BuildCCM()
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := StartCluster()
+	if err != nil {
+		return nil, err
+	}
+	s := &Suite{Cluster: cluster, Binary: binary}
+	if _, err := cluster.Kubectl("apply", "-f", filepath.Join(RepoRoot(), "deploy", "rbac.yaml")); err != nil {
+		cluster.Stop()
+		return nil, err
+	}
+	if s.Kubeconfig, err = cluster.ServiceAccountKubeconfig(context.Background(), "kube-system", "baremetal-cloud-controller-manager"); err != nil {
+		cluster.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// StartReplica starts a CCM replica for the test and stops it when the
+// test ends. A replica refused anything by RBAC fails the test: it runs
+// with only the rights of deploy/rbac.yaml, so that is a hole in them. The
+// log of a failed test is kept under $TMPDIR/baremetal-test-logs.
+func StartReplica(t testing.TB, c CCM) *Process {
+	t.Helper()
+	if c.Dir == "" {
+		c.Dir = t.TempDir()
+	}
+	p, err := c.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if line := p.LogLine("forbidden"); line != "" {
+			t.Errorf("%s was refused something by RBAC: %s", p.Name, line)
+		}
+		if t.Failed() {
+			kept := filepath.Join(os.TempDir(), "baremetal-test-logs", strings.ReplaceAll(t.Name(), "/", "_")+"-"+p.Name+".log")
+			os.MkdirAll(filepath.Dir(kept), 0o755)
+			os.WriteFile(kept, []byte(p.Logs()), 0o644)
+			t.Logf("log of %s (whole log kept in %s):\n%s", p.Name, kept, Tail(p.Logs(), 120))
+		}
+	})
+	return p
+}
+
+// WaitLeader waits until the replica holds the Lease.
+func WaitLeader(t testing.TB, p *Process) {
+	t.Helper()
+	Eventually(t, 60*time.Second, p.Name+" leads", func() (bool, string) {
+		if done, err := p.Exited(); done {
+			t.Fatalf("%s exited: %v\n%s", p.Name, err, Tail(p.Logs(), 60))
+		}
+		return p.LogContains("Successfully acquired lease"), "no lease acquired yet"
+	})
+}
+
+// Tail is the last lines of s.
+func Tail(s string, lines int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// Site is one test's CCM set-up: its cloud config, laid out like a
+// mounted ConfigMap, and the replicas started on it.
+type Site struct {
+	T      testing.TB
+	Suite  *Suite
+	Config *ConfigDir
+}
+
+// NewSite writes cloudConfig for a new site.
+func (s *Suite) NewSite(t testing.TB, cloudConfig string) *Site {
+	t.Helper()
+	site := &Site{T: t, Suite: s, Config: &ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}}
+	site.WriteConfig(cloudConfig)
+	return site
+}
+
+// WriteConfig replaces the cloud config.
+func (s *Site) WriteConfig(content string) {
+	s.T.Helper()
+	if err := s.Config.Write(content); err != nil {
+		s.T.Fatalf("writing the cloud config: %v", err)
+	}
+}
+
+// StartReplica starts one replica as the Pod name in kube-system, without
+// waiting for it to lead.
+func (s *Site) StartReplica(name string, extraArgs ...string) *Process {
+	s.T.Helper()
+	return StartReplica(s.T, CCM{
+		Binary:      s.Suite.Binary,
+		Name:        name,
+		Kubeconfig:  s.Suite.Kubeconfig,
+		CloudConfig: s.Config.Path(),
+		Args:        extraArgs,
+		Env:         []string{"POD_NAME=" + name, "POD_NAMESPACE=kube-system"},
+	})
+}
+
+// StartCCM starts one replica and waits until it leads.
+func (s *Site) StartCCM(name string, extraArgs ...string) *Process {
+	s.T.Helper()
+	p := s.StartReplica(name, extraArgs...)
+	WaitLeader(s.T, p)
+	return p
+}
+
+// StartPeer starts a gobgpd on 127.0.0.1 (AS 64500) that takes every path
+// (ADD-PATH) from a CCM on 127.0.0.1 with AS 64512, for the test.
+func StartPeer(t testing.TB) *GoBGPD {
+	t.Helper()
+	peer, err := StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500, []GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(peer.Stop)
+	return peer
+}
+
+// Metrics reads a replica's /metrics as the cluster admin.
+func (s *Suite) Metrics(t testing.TB, p *Process) string {
+	t.Helper()
+	cert, err := tls.X509KeyPair(s.Cluster.AdminConfig.CertData, s.Cluster.AdminConfig.KeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}}}
+	resp, err := admin.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", p.SecurePort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin /metrics of %s: %d", p.Name, resp.StatusCode)
+	}
+	return string(body)
+}
