@@ -24,7 +24,7 @@ LDFLAGS := -s -w \
 # How long `make test` runs each fuzz target; longer: make fuzz FUZZTIME=10m
 FUZZTIME ?= 10s
 
-.PHONY: all build tools test unit integration e2e fuzz bench lint demo clean image
+.PHONY: all build tools test unit integration chaos e2e fuzz bench lint demo clean image
 
 all: build
 
@@ -58,6 +58,12 @@ bench: tools build
 integration: tools build
 	$(GO) test -count=1 -timeout 20m ./test/framework/ ./test/integration/...
 
+# Restarts, failover, API outage, peer restarts, bad input; full size:
+# make chaos CHAOSFLAGS="-services=1000 -churn=500"
+CHAOSFLAGS ?=
+chaos: tools build
+	$(GO) test -count=1 -timeout 30m ./test/chaos/... $(if $(CHAOSFLAGS),-args $(CHAOSFLAGS))
+
 # Data path in network namespaces with FRR; needs root (installs frr).
 e2e: tools build
 	$(GO) test -count=1 -timeout 20m ./test/e2e/...
@@ -69,7 +75,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAddressRange$$' -fuzztime $(FUZZTIME) ./pkg/config
 	$(GO) test -run '^$$' -fuzz '^FuzzAnnotations$$' -fuzztime $(FUZZTIME) ./pkg/provider
 
-test: lint unit fuzz integration e2e
+test: lint unit fuzz integration chaos e2e
 
 demo: tools build
 	$(GO) run ./hack/demo

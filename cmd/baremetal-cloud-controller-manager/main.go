@@ -55,6 +55,9 @@ func controllerInitializers(pvLabel *pvLabelOptions) map[string]app.ControllerIn
 		if clientName, ok := clientNames[name]; ok {
 			c.InitContext.ClientName = clientName
 		}
+		if name == names.ServiceLBController {
+			c.Constructor = eventsApart(c.Constructor)
+		}
 		constructors[name] = c
 	}
 	constructors[pvLabelControllerName] = app.ControllerInitFuncConstructor{

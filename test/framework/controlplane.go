@@ -10,7 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -59,6 +62,8 @@ type Cluster struct {
 	AdminKubeconfig string
 	// AuditLog is the API server's audit log (JSON lines, metadata level).
 	AuditLog string
+	// restarted is kube-apiserver once RestartAPIServer has run it again.
+	restarted *Process
 }
 
 // AuditEvent is what the audit log says of one request.
@@ -145,6 +150,9 @@ func StartCluster() (*Cluster, error) {
 
 // Stop stops the control plane and removes its files.
 func (c *Cluster) Stop() error {
+	if c.restarted != nil {
+		c.restarted.Stop()
+	}
 	err := c.env.Stop()
 	if os.Getenv("TEST_KEEP_FILES") == "" {
 		os.RemoveAll(c.Dir)
@@ -189,4 +197,82 @@ func (c *Cluster) ServiceAccountKubeconfigVia(ctx context.Context, namespace, na
 		return "", err
 	}
 	return path, nil
+}
+
+// StopAPIServer kills kube-apiserver (etcd keeps running), as a crash or a
+// lost control-plane machine would, and returns a function that starts it
+// again with the same command line, so with the same port, certificates
+// and service-account keys. (A SIGTERM would have it drain its watches for
+// a minute or more, refusing connections all along: an outage of no
+// controlled length.)
+func (c *Cluster) StopAPIServer() (restart func() error, err error) {
+	port := c.env.ControlPlane.APIServer.SecureServing.Port
+	pid, cmdline, err := findProcess("kube-apiserver", "--secure-port="+port)
+	if err != nil {
+		return nil, err
+	}
+	if c.restarted != nil {
+		c.restarted.Stop()
+		c.restarted = nil
+	} else if err := killPID(pid); err != nil {
+		return nil, err
+	}
+	return func() error {
+		p, err := StartProcess(cmdline[0], c.Dir, fmt.Sprintf("kube-apiserver-%d", time.Now().UnixNano()), 0, nil, cmdline[1:]...)
+		if err != nil {
+			return err
+		}
+		c.restarted = p
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := c.Admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			if done, exitErr := p.Exited(); done || time.Now().After(deadline) {
+				return fmt.Errorf("kube-apiserver did not come back (%v, exited: %v): %v\n%s", err, exitErr, done, Tail(p.Logs(), 30))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}, nil
+}
+
+// findProcess finds the process running the named binary with arg among
+// its arguments, and returns its PID and command line.
+func findProcess(binary, arg string) (int, []string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		cmdline := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+		if filepath.Base(cmdline[0]) == binary && slices.Contains(cmdline, arg) {
+			return pid, cmdline, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("no %s process with %s", binary, arg)
+}
+
+// killPID kills the process and waits until it has gone (envtest, its
+// parent, reaps it).
+func killPID(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(time.Minute); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kube-apiserver (pid %d) is still there a minute after SIGKILL", pid)
+		}
+	}
+	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -207,41 +206,13 @@ func (b *bench) fastClient() kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(cfg)
 }
 
-func parallel(n, workers int, fn func(i int) error) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	ch := make(chan int)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range ch {
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		ch <- i
-	}
-	close(ch)
-	wg.Wait()
-	return first
-}
-
 func (b *bench) registerNodes(prefix string, n int, ready bool) error {
 	return b.registerNodesFrom(prefix, 0, n, ready)
 }
 
 func (b *bench) deleteNodes(prefix string, n int) error {
 	c := b.fastClient()
-	return parallel(n, 32, func(i int) error {
+	return framework.Parallel(n, 32, func(i int) error {
 		return c.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", prefix, i), metav1.DeleteOptions{})
 	})
 }

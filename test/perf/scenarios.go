@@ -71,7 +71,7 @@ func (b *bench) floor(run int) (time.Duration, error) {
 		return 0, err
 	}
 	fast := b.fastClient()
-	if err := parallel(*services, 32, func(i int) error {
+	if err := framework.Parallel(*services, 32, func(i int) error {
 		_, err := fast.CoreV1().Services(ns).Create(ctx, lbService(fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
 		return err
 	}); err != nil {
@@ -79,7 +79,7 @@ func (b *bench) floor(run int) (time.Duration, error) {
 	}
 	limited := b.ccmRateLimitedClient()
 	start := time.Now()
-	if err := parallel(*services, workers(), func(i int) error {
+	if err := framework.Parallel(*services, workers(), func(i int) error {
 		svc, err := fast.CoreV1().Services(ns).Get(ctx, fmt.Sprintf("svc-%d", i), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -94,7 +94,7 @@ func (b *bench) floor(run int) (time.Duration, error) {
 	b.record("floor", fmt.Sprintf("%d Service status writes", *services), "s", took.Seconds())
 	// No CCM runs, so there are no finalizers: deletion is immediate. (The
 	// namespace stays: no namespace controller runs here to empty it.)
-	if err := parallel(*services, 32, func(i int) error {
+	if err := framework.Parallel(*services, 32, func(i int) error {
 		return fast.CoreV1().Services(ns).Delete(ctx, fmt.Sprintf("svc-%d", i), metav1.DeleteOptions{})
 	}); err != nil {
 		return 0, err
@@ -127,7 +127,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 
 	// 1. Service burst.
 	start := time.Now()
-	if err := parallel(*services, 32, func(i int) error {
+	if err := framework.Parallel(*services, 32, func(i int) error {
 		_, err := fast.CoreV1().Services(ns).Create(ctx, lbService(fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
 		return err
 	}); err != nil {
@@ -197,7 +197,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}
 
 	// Clean up, with the CCM still running to remove its finalizers.
-	if err := parallel(*services, 32, func(i int) error {
+	if err := framework.Parallel(*services, 32, func(i int) error {
 		return fast.CoreV1().Services(ns).Delete(ctx, fmt.Sprintf("svc-%d", i), metav1.DeleteOptions{})
 	}); err != nil {
 		return err
@@ -214,7 +214,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 
 func (b *bench) registerNodesFrom(prefix string, from, n int, ready bool) error {
 	c := b.fastClient()
-	return parallel(n, 32, func(i int) error {
+	return framework.Parallel(n, 32, func(i int) error {
 		return registerNode(c, fmt.Sprintf("%s-%d", prefix, from+i), nodeIP(from+i), ready)
 	})
 }
@@ -351,7 +351,7 @@ func (b *bench) joinScenarios(run int) error {
 	}
 	limited := b.ccmRateLimitedClient()
 	start := time.Now()
-	if err := parallel(*joins, 1, func(i int) error {
+	if err := framework.Parallel(*joins, 1, func(i int) error {
 		n, err := fast.CoreV1().Nodes().Get(ctx, fmt.Sprintf("floor-%d", i), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -368,7 +368,7 @@ func (b *bench) joinScenarios(run int) error {
 		return err
 	}
 
-	if err := parallel(*joins, 32, func(i int) error {
+	if err := framework.Parallel(*joins, 32, func(i int) error {
 		name := fmt.Sprintf("jn-%d", i)
 		if err := registerNode(fast, name, nodeIP(i), true); err != nil {
 			return err
