@@ -265,6 +265,12 @@ func (n *network) announce() {
 	}
 }
 
+// settle is how long a convergence waits for more changes to join it. In
+// a burst, Services created together then share a convergence (each costs
+// a pass over every path) and share UPDATE messages: paths are packed by
+// next hop, so a Service converged alone costs one UPDATE per node.
+const settle = 100 * time.Millisecond
+
 // convergeLoop converges on request until ctx ends; a failed convergence
 // is tried again.
 func (n *network) convergeLoop(ctx context.Context) {
@@ -273,6 +279,16 @@ func (n *network) convergeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-n.kick:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settle):
+		}
+		// This convergence sees what was asked for while it settled.
+		select {
+		case <-n.kick:
+		default:
 		}
 		if err := n.converge(); err != nil {
 			klog.ErrorS(err, "Converging BGP announcements; retrying")
