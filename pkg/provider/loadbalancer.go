@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -19,10 +18,6 @@ var _ cloudprovider.LoadBalancer = &Cloud{}
 type lbService struct {
 	namespace, name string
 	etpLocal        bool
-	// nodes are the names of the Nodes the service controller passed last.
-	// Nil until it has passed any: then every Node that is eligible
-	// counts (used at start, before the controller's first sync).
-	nodes []string
 }
 
 func serviceKey(svc *v1.Service) string { return svc.Namespace + "/" + svc.Name }
@@ -49,7 +44,12 @@ func (c *Cloud) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) 
 // EnsureLoadBalancer gives the Service its addresses and announces them
 // with the eligible nodes as next hops. An error leaves what the Service
 // had in place; the service controller turns it into an Event.
-func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+//
+// The next hops come from the provider's own Node informer, filtered as
+// the service controller filters the nodes it passes (nodeEligible), so
+// a Node change reaches the routers in one convergence instead of after
+// the controller has called UpdateLoadBalancer for every Service.
+func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	if err := c.net.waitReady(ctx); err != nil {
 		return nil, err
 	}
@@ -67,7 +67,6 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 	n.services[req.Service] = &lbService{
 		namespace: svc.Namespace, name: svc.Name,
 		etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
-		nodes:    nodeNames(nodes),
 	}
 	n.mu.Unlock()
 	klog.V(2).InfoS("Load balancer ensured", "service", klog.KObj(svc), "addresses", vips)
@@ -75,8 +74,9 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 	return lbStatus(vips), nil
 }
 
-// UpdateLoadBalancer follows a change of the Nodes the service controller
-// passes.
+// UpdateLoadBalancer is called when the service controller's node set
+// changes; the provider has followed the Nodes already (see
+// EnsureLoadBalancer), so this only makes sure the Service is known.
 func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) error {
 	if err := c.net.waitReady(ctx); err != nil {
 		return err
@@ -85,7 +85,6 @@ func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 	n.mu.Lock()
 	s, ok := n.services[serviceKey(svc)]
 	if ok {
-		s.nodes = nodeNames(nodes)
 		s.etpLocal = svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 	}
 	n.mu.Unlock()
@@ -156,15 +155,6 @@ func lbStatus(vips []netip.Addr) *v1.LoadBalancerStatus {
 		st.Ingress = append(st.Ingress, v1.LoadBalancerIngress{IP: a.String(), IPMode: &vip})
 	}
 	return st
-}
-
-func nodeNames(nodes []*v1.Node) []string {
-	names := make([]string, 0, len(nodes))
-	for _, n := range nodes {
-		names = append(names, n.Name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // statusAddresses reads the addresses a Service was given before, from its

@@ -82,6 +82,7 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	close(n.informed)
 	onChange := func(any) { n.announce() }
 	nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onChange,
 		UpdateFunc: func(old, cur any) {
 			if nodeRouting(old.(*v1.Node)) != nodeRouting(cur.(*v1.Node)) {
 				n.announce()
@@ -323,20 +324,23 @@ func (n *network) desiredPaths() []bgp.Path {
 	if n.cfg.LoadBalancer.Announce != config.AnnounceBGP {
 		return paths
 	}
-	attrs := map[string]config.PoolBGP{}
+	// One set of attributes per pool, shared (read-only) by its paths.
+	attrs := map[string]bgp.Path{}
 	for _, p := range n.cfg.LoadBalancer.Pools {
-		attrs[p.Name] = p.BGP
+		attrs[p.Name] = pathWith(netip.Prefix{}, netip.Addr{}, p.BGP)
 	}
+	ready := n.readyNodes()
 	// The allocator is the one record of which Service holds which address.
 	for key, s := range n.services {
-		hops := n.nextHops(s)
+		hops := n.nextHops(s, ready)
 		for _, vip := range n.alloc.Addresses(key) {
-			a := attrs[n.alloc.PoolOf(vip)]
+			path := attrs[n.alloc.PoolOf(vip)]
+			path.Prefix = netip.PrefixFrom(vip, vip.BitLen())
 			for _, nh := range hops {
-				if nh.Is4() != vip.Is4() {
-					continue
+				if nh.Is4() == vip.Is4() {
+					path.NextHop = nh
+					paths = append(paths, path)
 				}
-				paths = append(paths, pathWith(netip.PrefixFrom(vip, vip.BitLen()), nh, a))
 			}
 		}
 	}
@@ -365,32 +369,36 @@ func pathWith(prefix netip.Prefix, nextHop netip.Addr, a config.PoolBGP) bgp.Pat
 // traffic, as a cloud load balancer's health check would see them: Ready,
 // among those the service controller passed, and with
 // externalTrafficPolicy Local only those with a ready endpoint.
-func (n *network) nextHops(s *lbService) []netip.Addr {
-	var candidates []*v1.Node
-	if s.nodes == nil {
-		all, _ := n.nodes.List(labels.Everything())
-		for _, node := range all {
-			if nodeEligible(node) {
-				candidates = append(candidates, node)
-			}
-		}
-	} else {
-		for _, name := range s.nodes {
-			if node, err := n.nodes.Get(name); err == nil {
-				candidates = append(candidates, node)
-			}
+// eligibleNode is a Node that may be a next hop, with its addresses.
+type eligibleNode struct {
+	name string
+	ips  []netip.Addr
+}
+
+// readyNodes is every Ready Node that may be a next hop.
+func (n *network) readyNodes() []eligibleNode {
+	all, _ := n.nodes.List(labels.Everything())
+	var out []eligibleNode
+	for _, node := range all {
+		if nodeEligible(node) && nodeReady(node) {
+			out = append(out, eligibleNode{name: node.Name, ips: nodeIPs(node)})
 		}
 	}
+	return out
+}
+
+// nextHops is the addresses of the ready nodes that serve s: all of them,
+// or with externalTrafficPolicy Local those with a ready endpoint of it.
+func (n *network) nextHops(s *lbService, ready []eligibleNode) []netip.Addr {
 	var local map[string]bool
 	if s.etpLocal {
 		local = n.nodesWithReadyEndpoints(s.namespace, s.name)
 	}
 	var hops []netip.Addr
-	for _, node := range candidates {
-		if !nodeReady(node) || (local != nil && !local[node.Name]) {
-			continue
+	for _, node := range ready {
+		if local == nil || local[node.name] {
+			hops = append(hops, node.ips...)
 		}
-		hops = append(hops, nodeIPs(node)...)
 	}
 	slices.SortFunc(hops, netip.Addr.Compare)
 	return slices.Compact(hops)
@@ -410,8 +418,9 @@ func (n *network) nodesWithReadyEndpoints(namespace, name string) map[string]boo
 	return out
 }
 
-// nodeEligible is the service controller's own filter (not excluded, not
-// being deleted or drained by the autoscaler), used before it has synced.
+// nodeEligible is the service controller's stable-node-set predicate: not
+// being deleted, not labelled out of load balancers, not tainted for
+// deletion by the cluster autoscaler.
 func nodeEligible(node *v1.Node) bool {
 	if !node.DeletionTimestamp.IsZero() {
 		return false
