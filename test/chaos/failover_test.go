@@ -103,24 +103,11 @@ func (w *routeWatch) end() (longest time.Duration, worst string, missingNow []st
 
 func TestLeaderFailoverUnderLoad(t *testing.T) {
 	const ns = "failover"
-	ctx := context.Background()
 	s := newSite(t, ns)
-	hops := map[bool][]string{}
-	for i := 1; i <= 3; i++ {
-		node(t, fmt.Sprintf("fo-%d", i), true, 120+i)
-		hops[false] = append(hops[false], fmt.Sprintf("203.0.113.%d", 120+i))
-		hops[true] = append(hops[true], fmt.Sprintf("2001:db8:1::%d", 120+i))
-	}
+	hops := readyNodes(t, "fo", 120, 3)
 	log := watchAddresses(t, ns)
-	svcs := admin().CoreV1().Services(ns)
 	first := *services / 2
-	create := func(from, to int) error {
-		return framework.Parallel(to-from, 4, func(i int) error {
-			_, err := svcs.Create(ctx, mixedService(ns, from+i), metav1.CreateOptions{})
-			return err
-		})
-	}
-	if err := create(0, first); err != nil {
+	if err := createMixed(ns, 0, first); err != nil {
 		t.Fatal(err)
 	}
 	leader := s.StartCCM("ccm-a", fastArgs()...)
@@ -130,7 +117,7 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 
 	routes := watchRoutes(t, s.peer)
 	created := make(chan error, 1)
-	go func() { created <- create(first, *services) }()
+	go func() { created <- createMixed(ns, first, *services) }()
 	time.Sleep(500 * time.Millisecond)
 	leader.Kill()
 	killed := time.Now()
@@ -173,19 +160,11 @@ func TestAPIServerOutage(t *testing.T) {
 	const ns = "outage"
 	ctx := context.Background()
 	s := newSite(t, ns)
-	hops := map[bool][]string{}
-	for i := 1; i <= 3; i++ {
-		node(t, fmt.Sprintf("out-%d", i), true, 130+i)
-		hops[false] = append(hops[false], fmt.Sprintf("203.0.113.%d", 130+i))
-		hops[true] = append(hops[true], fmt.Sprintf("2001:db8:1::%d", 130+i))
-	}
+	hops := readyNodes(t, "out", 130, 3)
 	log := watchAddresses(t, ns)
 	svcs := admin().CoreV1().Services(ns)
 	n := *services / 2
-	if err := framework.Parallel(n, 8, func(i int) error {
-		_, err := svcs.Create(ctx, mixedService(ns, i), metav1.CreateOptions{})
-		return err
-	}); err != nil {
+	if err := createMixed(ns, 0, n); err != nil {
 		t.Fatal(err)
 	}
 	// With the leader election of deploy/: the leader keeps trying to renew

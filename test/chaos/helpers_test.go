@@ -147,3 +147,25 @@ func inPool(svc *v1.Service) {
 	}
 	svc.Annotations["baremetal.cloudprovider.io/address-pool"] = "large"
 }
+
+// readyNodes registers count Ready Nodes (prefix-1, ...) with the
+// addresses of base+1, ... and returns their addresses by family (true:
+// IPv6): the next hops every VIP should have.
+func readyNodes(t *testing.T, prefix string, base, count int) map[bool][]string {
+	t.Helper()
+	hops := map[bool][]string{}
+	for i := 1; i <= count; i++ {
+		node(t, fmt.Sprintf("%s-%d", prefix, i), true, base+i)
+		hops[false] = append(hops[false], fmt.Sprintf("203.0.113.%d", base+i))
+		hops[true] = append(hops[true], fmt.Sprintf("2001:db8:1::%d", base+i))
+	}
+	return hops
+}
+
+// createMixed creates mixedService(ns, i) for i from first up to end.
+func createMixed(ns string, first, end int) error {
+	return framework.Parallel(end-first, 8, func(i int) error {
+		_, err := admin().CoreV1().Services(ns).Create(context.Background(), mixedService(ns, first+i), metav1.CreateOptions{})
+		return err
+	})
+}

@@ -180,20 +180,12 @@ func TestRestartStorm(t *testing.T) {
 	const ns = "storm"
 	ctx := context.Background()
 	s := newSite(t, ns)
-	hops := map[bool][]string{}
-	for i := 1; i <= 3; i++ {
-		node(t, fmt.Sprintf("storm-%d", i), true, 110+i)
-		hops[false] = append(hops[false], fmt.Sprintf("203.0.113.%d", 110+i))
-		hops[true] = append(hops[true], fmt.Sprintf("2001:db8:1::%d", 110+i))
-	}
+	hops := readyNodes(t, "storm", 110, 3)
 	log := watchAddresses(t, ns)
 	svcs := admin().CoreV1().Services(ns)
 	// Normally done with the CCM still running, at the end of the test.
 	t.Cleanup(func() { deleteAll(t, ns) })
-	if err := framework.Parallel(*services, 16, func(i int) error {
-		_, err := svcs.Create(ctx, mixedService(ns, i), metav1.CreateOptions{})
-		return err
-	}); err != nil {
+	if err := createMixed(ns, 0, *services); err != nil {
 		t.Fatal(err)
 	}
 
