@@ -31,4 +31,3 @@ func Parallel(n, workers int, fn func(i int) error) error {
 	wg.Wait()
 	return first
 }
-
