@@ -3,9 +3,11 @@
 package bgp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -18,9 +20,11 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
-// AddPathSendMax is how many paths per prefix are sent to a peer that
-// negotiates ADD-PATH (RFC 7911): one per next hop, for ECMP.
-const AddPathSendMax = 64
+// MaxNextHops is how many paths (next hops) of one prefix the speaker
+// announces to a peer that negotiates ADD-PATH (RFC 7911). GoBGP sends at
+// most 255 paths of a prefix (its send-max is a byte) and drops the rest
+// in arrival order, so the speaker chooses which ones itself.
+const MaxNextHops = 255
 
 // Config is the speaker's own configuration.
 type Config struct {
@@ -83,6 +87,8 @@ type Speaker struct {
 	mu        sync.Mutex
 	announced map[pathKey]announced
 	peers     map[netip.Addr]Peer
+	// capped is how many prefixes capNextHops cut at the last convergence.
+	capped int
 
 	// OnPeerState, if set, is called on every session state change.
 	OnPeerState func(PeerState)
@@ -260,7 +266,7 @@ func apiPeer(p Peer) *api.Peer {
 	family := func(afi api.Family_Afi) *api.AfiSafi {
 		return &api.AfiSafi{
 			Config:            &api.AfiSafiConfig{Family: &api.Family{Afi: afi, Safi: api.Family_SAFI_UNICAST}, Enabled: true},
-			AddPaths:          &api.AddPaths{Config: &api.AddPathsConfig{SendMax: AddPathSendMax}},
+			AddPaths:          &api.AddPaths{Config: &api.AddPathsConfig{SendMax: MaxNextHops}},
 			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: p.GracefulRestart}},
 		}
 	}
@@ -282,6 +288,13 @@ type Change struct{ Announced, Withdrawn int }
 func (s *Speaker) SetPaths(paths []Path) (Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	paths, capped := capNextHops(paths)
+	if capped != s.capped {
+		s.capped = capped
+		if capped > 0 {
+			s.log.Warn("Prefixes with more next hops than can be announced: each gets a stable subset", "prefixes", capped, "maxNextHops", MaxNextHops)
+		}
+	}
 	want := map[pathKey]Path{}
 	for _, p := range paths {
 		want[pathKey{p.Prefix.Masked(), p.NextHop}] = p
@@ -417,4 +430,40 @@ func apiPath(p Path, id uint32, withdraw bool) (*apiutil.Path, error) {
 // until a new speaker (the next leader) re-announces them.
 func (s *Speaker) Stop(ctx context.Context, graceful bool) error {
 	return s.srv.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: graceful})
+}
+
+// capNextHops keeps at most MaxNextHops paths per prefix, chosen by
+// rendezvous hashing of prefix and next hop: a prefix keeps the same
+// subset while its next hops stay, and different prefixes spread over
+// different next hops. It returns how many prefixes were cut.
+func capNextHops(paths []Path) ([]Path, int) {
+	count := map[netip.Prefix]int{}
+	for _, p := range paths {
+		count[p.Prefix.Masked()]++
+	}
+	over := map[netip.Prefix][]Path{}
+	var kept []Path
+	for _, p := range paths {
+		if count[p.Prefix.Masked()] > MaxNextHops {
+			over[p.Prefix.Masked()] = append(over[p.Prefix.Masked()], p)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	if len(over) == 0 {
+		return paths, 0
+	}
+	for prefix, ps := range over {
+		score := func(p Path) uint64 {
+			h := fnv.New64a()
+			b, _ := prefix.MarshalBinary()
+			h.Write(b)
+			b, _ = p.NextHop.MarshalBinary()
+			h.Write(b)
+			return h.Sum64()
+		}
+		slices.SortFunc(ps, func(a, b Path) int { return cmp.Compare(score(a), score(b)) })
+		kept = append(kept, ps[:MaxNextHops]...)
+	}
+	return kept, len(over)
 }

@@ -118,6 +118,52 @@ func TestSpeakerConvergesWithAddPath(t *testing.T) {
 	waitRIB(t, peer, "ipv4", map[string][]string{})
 }
 
+func nextHops(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("198.51.%d.%d", 100+i/250, i%250+1))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestSpeakerSendsEveryNextHop(t *testing.T) {
+	s, peer := startPair(t, true)
+	// More next hops than a small send-max would let through.
+	hops := nextHops(100)
+	if _, err := s.SetPaths(vip("192.0.2.30/32", hops...)); err != nil {
+		t.Fatal(err)
+	}
+	waitRIB(t, peer, "ipv4", map[string][]string{"192.0.2.30/32": hops})
+
+	// Past MaxNextHops, the peer gets MaxNextHops of them, the same ones
+	// whatever order they come in.
+	many := nextHops(MaxNextHops + 45)
+	if _, err := s.SetPaths(vip("192.0.2.30/32", many...)); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := capNextHops(vip("192.0.2.30/32", many...))
+	want := sortedHops(kept)
+	if len(want) != MaxNextHops {
+		t.Fatalf("capNextHops kept %d of %d next hops, want %d", len(want), len(many), MaxNextHops)
+	}
+	waitRIB(t, peer, "ipv4", map[string][]string{"192.0.2.30/32": want})
+	slices.Reverse(many)
+	again, _ := capNextHops(vip("192.0.2.30/32", many...))
+	if len(again) != MaxNextHops || !slices.Equal(sortedHops(again), want) {
+		t.Errorf("the kept next hops depend on the order they come in")
+	}
+}
+
+func sortedHops(paths []Path) []string {
+	var out []string
+	for _, p := range paths {
+		out = append(out, p.NextHop.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
 func TestSpeakerWithoutAddPathSendsOneNextHop(t *testing.T) {
 	s, peer := startPair(t, false)
 	if _, err := s.SetPaths(vip("192.0.2.20/32", "198.51.100.1", "198.51.100.2")); err != nil {
