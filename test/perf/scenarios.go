@@ -151,7 +151,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	status := time.Since(start)
 	b.record("burst", fmt.Sprintf("%d Services have an address", *services), "s", status.Seconds())
 	b.record("burst", "ratio to the floor", "x", status.Seconds()/floor.Seconds())
-	if err := waitFor(30*time.Minute, func() bool { return b.ribComplete(*services, *nodes, nil) }); err != nil {
+	if err := waitFor(10*time.Minute, func() bool { return b.ribComplete(*services, *nodes, nil) }); err != nil {
 		return fmt.Errorf("burst: the peer lacks VIPs: %w", err)
 	}
 	b.record("burst", fmt.Sprintf("peer has every VIP via all %d nodes", *nodes), "s", time.Since(start).Seconds())
