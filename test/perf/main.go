@@ -217,6 +217,24 @@ func (b *bench) deleteNodes(prefix string, n int) error {
 	})
 }
 
+// waitPaths waits until the peer has want prefixes with hops next hops
+// each (that pass has, if set) and returns how long after start that was
+// first so. The path count, which gobgpd answers at once, times it; a
+// dump of the whole table, which takes gobgpd seconds at 100,000 paths,
+// then confirms it.
+func (b *bench) waitPaths(start time.Time, want, hops int, has func(nhs []string) bool) (time.Duration, error) {
+	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, paths, err := b.peer.RIBCount("ipv4"); err != nil || paths != want*hops {
+			continue
+		}
+		at := time.Since(start)
+		if b.ribComplete(want, hops, has) {
+			return at, nil
+		}
+	}
+	return 0, fmt.Errorf("not so after 10m")
+}
+
 // ribComplete reports whether the peer has want prefixes with hops next hops each.
 func (b *bench) ribComplete(want, hops int, has func(nhs []string) bool) bool {
 	// Dumping a table of 100,000 paths takes gobgpd seconds: count first.

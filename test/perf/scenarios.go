@@ -151,10 +151,11 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	status := time.Since(start)
 	b.record("burst", fmt.Sprintf("%d Services have an address", *services), "s", status.Seconds())
 	b.record("burst", "ratio to the floor", "x", status.Seconds()/floor.Seconds())
-	if err := waitFor(10*time.Minute, func() bool { return b.ribComplete(*services, *nodes, nil) }); err != nil {
+	took, err := b.waitPaths(start, *services, *nodes, nil)
+	if err != nil {
 		return fmt.Errorf("burst: the peer lacks VIPs: %w", err)
 	}
-	b.record("burst", fmt.Sprintf("peer has every VIP via all %d nodes", *nodes), "s", time.Since(start).Seconds())
+	b.record("burst", fmt.Sprintf("peer has every VIP via all %d nodes", *nodes), "s", took.Seconds())
 	if *heapProfile != "" {
 		if err := b.saveHeapProfile(ccm, *heapProfile); err != nil {
 			return err
@@ -171,12 +172,11 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	if err := b.registerNodesFrom("bn", *nodes, 1, true); err != nil {
 		return err
 	}
-	if err := waitFor(10*time.Minute, func() bool {
-		return b.ribComplete(*services, *nodes+1, func(nhs []string) bool { return slices.Contains(nhs, newIP) })
-	}); err != nil {
+	took, err = b.waitPaths(start, *services, *nodes+1, func(nhs []string) bool { return slices.Contains(nhs, newIP) })
+	if err != nil {
 		return fmt.Errorf("churn: the new node is not a next hop of every VIP: %w", err)
 	}
-	b.record("churn", fmt.Sprintf("new Ready node is a next hop of all %d VIPs", *services), "s", time.Since(start).Seconds())
+	b.record("churn", fmt.Sprintf("new Ready node is a next hop of all %d VIPs", *services), "s", took.Seconds())
 	after, _ := b.receivedUpdates()
 	b.record("churn", "BGP UPDATEs for the new node", "messages", float64(after-updates))
 	start = time.Now()
@@ -184,12 +184,11 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	if err := setStatus(fast, "bn-0", false, gone); err != nil {
 		return err
 	}
-	if err := waitFor(10*time.Minute, func() bool {
-		return b.ribComplete(*services, *nodes, func(nhs []string) bool { return !slices.Contains(nhs, gone) })
-	}); err != nil {
+	took, err = b.waitPaths(start, *services, *nodes, func(nhs []string) bool { return !slices.Contains(nhs, gone) })
+	if err != nil {
 		return fmt.Errorf("churn: the NotReady node is still a next hop: %w", err)
 	}
-	b.record("churn", fmt.Sprintf("NotReady node gone from all %d VIPs", *services), "s", time.Since(start).Seconds())
+	b.record("churn", fmt.Sprintf("NotReady node gone from all %d VIPs", *services), "s", took.Seconds())
 
 	// 6. Steady state.
 	if err := b.steadyState(ccm.PID()); err != nil {
