@@ -43,6 +43,39 @@ type Process struct {
 	out        *lockedBuffer
 	done       chan struct{}
 	exitErr    error
+	// excused are stretches of the log (byte offsets) whose refusals do
+	// not count: see ExcuseRefusals.
+	excused [][2]int
+}
+
+// LogSize is how much the process has logged so far: an offset for
+// ExcuseRefusals.
+func (p *Process) LogSize() int { return len(p.Logs()) }
+
+// ExcuseRefusals makes Refusal pass over what was logged between the two
+// offsets: a kube-apiserver that is starting again refuses requests until
+// its RBAC authorizer has caught up.
+func (p *Process) ExcuseRefusals(from, to int) { p.excused = append(p.excused, [2]int{from, to}) }
+
+// Refusal is the first log line in which the process was refused
+// something by RBAC ("forbidden"), outside the excused stretches.
+func (p *Process) Refusal() string {
+	logs, offset := p.Logs(), 0
+	for _, line := range strings.SplitAfter(logs, "\n") {
+		start := offset
+		offset += len(line)
+		if !strings.Contains(line, "forbidden") {
+			continue
+		}
+		excused := false
+		for _, e := range p.excused {
+			excused = excused || (start >= e[0] && start < e[1])
+		}
+		if !excused {
+			return strings.TrimSuffix(line, "\n")
+		}
+	}
+	return ""
 }
 
 type lockedBuffer struct {

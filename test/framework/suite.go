@@ -71,7 +71,7 @@ func StartReplica(t testing.TB, c CCM) *Process {
 	}
 	t.Cleanup(func() {
 		p.Stop()
-		if line := p.LogLine("forbidden"); line != "" {
+		if line := p.Refusal(); line != "" {
 			t.Errorf("%s was refused something by RBAC: %s", p.Name, line)
 		}
 		if t.Failed() {
