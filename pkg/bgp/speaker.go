@@ -438,8 +438,14 @@ func (s *Speaker) Stop(ctx context.Context, graceful bool) error {
 // different next hops. It returns how many prefixes were cut.
 func capNextHops(paths []Path) ([]Path, int) {
 	count := map[netip.Prefix]int{}
+	cut := false
 	for _, p := range paths {
 		count[p.Prefix.Masked()]++
+		cut = cut || count[p.Prefix.Masked()] > MaxNextHops
+	}
+	// The usual case, on every convergence: nothing to cut, nothing to copy.
+	if !cut {
+		return paths, 0
 	}
 	over := map[netip.Prefix][]Path{}
 	var kept []Path
@@ -449,9 +455,6 @@ func capNextHops(paths []Path) ([]Path, int) {
 		} else {
 			kept = append(kept, p)
 		}
-	}
-	if len(over) == 0 {
-		return paths, 0
 	}
 	for prefix, ps := range over {
 		score := func(p Path) uint64 {
