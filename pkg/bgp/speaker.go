@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -56,19 +57,25 @@ type Peer struct {
 // LargeCommunity is an RFC 8092 community.
 type LargeCommunity struct{ Global, Local1, Local2 uint32 }
 
-// Path is one announcement: a prefix via a next hop, with its attributes.
-type Path struct {
-	Prefix           netip.Prefix
-	NextHop          netip.Addr
+// Attributes are the attributes of a path besides its next hop.
+type Attributes struct {
 	Communities      []uint32
 	LargeCommunities []LargeCommunity
 	// LocalPref, if non-zero, is sent to iBGP peers.
 	LocalPref uint32
 }
 
-type pathKey struct {
-	prefix  netip.Prefix
-	nextHop netip.Addr
+func (a Attributes) equal(b Attributes) bool {
+	return a.LocalPref == b.LocalPref && slices.Equal(a.Communities, b.Communities) && slices.Equal(a.LargeCommunities, b.LargeCommunities)
+}
+
+// Announcement is a prefix via each of its next hops: one path per next
+// hop, all with the same attributes. Callers may share NextHops between
+// announcements; the speaker does not change them.
+type Announcement struct {
+	Prefix   netip.Prefix
+	NextHops []netip.Addr
+	Attributes
 }
 
 // PeerState is what a peer's session is doing.
@@ -84,8 +91,10 @@ type Speaker struct {
 	srv *server.BgpServer
 	log *slog.Logger
 
-	mu        sync.Mutex
-	announced map[pathKey]announced
+	mu sync.Mutex
+	// announced is what was sent, by prefix; paths counts its next hops.
+	announced map[netip.Prefix]*announced
+	paths     int
 	peers     map[netip.Addr]Peer
 	// capped is how many prefixes capNextHops cut at the last convergence.
 	capped int
@@ -94,9 +103,18 @@ type Speaker struct {
 	OnPeerState func(PeerState)
 }
 
+// announced is one prefix as sent: its attributes and its next hops,
+// sorted by address, each with its ADD-PATH path identifier. A sorted
+// slice rather than a map: it is a fraction of the size, and a convergence
+// compares it with the wanted next hops in one walk.
 type announced struct {
-	path Path
-	id   uint32 // ADD-PATH path identifier, unique per prefix
+	attrs Attributes
+	hops  []hop
+}
+
+type hop struct {
+	addr netip.Addr
+	id   uint32 // unique per prefix
 }
 
 // Start runs the speaker and connects to the peers.
@@ -106,7 +124,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onPeerState func(P
 	s := &Speaker{
 		srv:         server.NewBgpServer(server.LoggerOption(log, level)),
 		log:         log,
-		announced:   map[pathKey]announced{},
+		announced:   map[netip.Prefix]*announced{},
 		peers:       map[netip.Addr]Peer{},
 		OnPeerState: onPeerState,
 	}
@@ -279,150 +297,237 @@ func apiPeer(p Peer) *api.Peer {
 	return ap
 }
 
-// Change counts what one SetPaths sent.
+// Change counts the paths one SetPaths sent.
 type Change struct{ Announced, Withdrawn int }
 
-// SetPaths converges what is announced to paths: new paths are added,
+// SetPaths converges what is announced to want: new paths are added,
 // changed ones re-announced, and those no longer wanted withdrawn, each in
-// one batch. A path that did not change is not sent again.
-func (s *Speaker) SetPaths(paths []Path) (Change, error) {
+// one batch. A path that did not change is not sent again, and a prefix
+// whose next hops and attributes did not change costs one comparison.
+// Announcements of the same prefix are merged.
+func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	paths, capped := capNextHops(paths)
+	byPrefix := make(map[netip.Prefix]Announcement, len(want))
+	for _, a := range want {
+		a.Prefix = a.Prefix.Masked()
+		if prev, ok := byPrefix[a.Prefix]; ok {
+			a.NextHops = append(slices.Clip(prev.NextHops), a.NextHops...)
+			a.Attributes = prev.Attributes
+		}
+		byPrefix[a.Prefix] = a
+	}
+	b := newBatch()
+	next := map[netip.Prefix]*announced{}
+	capped := 0
+	for _, prefix := range slices.SortedFunc(maps.Keys(byPrefix), comparePrefixes) {
+		a := byPrefix[prefix]
+		hops, cut := capNextHops(prefix, sortedUnique(a.NextHops))
+		if cut {
+			capped++
+		}
+		old := s.announced[prefix]
+		if old == nil {
+			old = &announced{attrs: a.Attributes}
+		}
+		if sameAddrs(old.hops, hops) && old.attrs.equal(a.Attributes) {
+			continue
+		}
+		next[prefix] = b.diff(prefix, old, a.Attributes, hops)
+	}
+	for prefix, old := range s.announced {
+		if _, ok := byPrefix[prefix]; !ok {
+			next[prefix] = b.diff(prefix, old, old.attrs, nil)
+		}
+	}
 	if capped != s.capped {
 		s.capped = capped
 		if capped > 0 {
 			s.log.Warn("Prefixes with more next hops than can be announced: each gets a stable subset", "prefixes", capped, "maxNextHops", MaxNextHops)
 		}
 	}
-	want := map[pathKey]Path{}
-	for _, p := range paths {
-		want[pathKey{p.Prefix.Masked(), p.NextHop}] = p
+	if b.err != nil {
+		return Change{}, b.err
 	}
-	var withdraw []*apiutil.Path
-	for k, a := range s.announced {
-		if _, ok := want[k]; !ok {
-			ap, err := apiPath(a.path, a.id, true)
-			if err != nil {
-				return Change{}, err
-			}
-			withdraw = append(withdraw, ap)
+	if len(b.withdraw) > 0 {
+		if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: b.withdraw}); err != nil {
+			return Change{}, fmt.Errorf("withdrawing %d paths: %w", len(b.withdraw), err)
 		}
 	}
-	used := map[netip.Prefix][]uint32{}
-	for k, a := range s.announced {
-		if _, ok := want[k]; ok {
-			used[k.prefix] = append(used[k.prefix], a.id)
+	if len(b.add) > 0 {
+		if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: b.add}); err != nil {
+			return Change{Withdrawn: len(b.withdraw)}, fmt.Errorf("announcing %d paths: %w", len(b.add), err)
 		}
 	}
-	var add []*apiutil.Path
-	next := map[pathKey]announced{}
-	for _, k := range sortedKeys(want) {
-		p := want[k]
-		a, ok := s.announced[k]
-		if !ok {
-			a.id = freeID(used[k.prefix])
-			used[k.prefix] = append(used[k.prefix], a.id)
+	for prefix, a := range next {
+		if old, ok := s.announced[prefix]; ok {
+			s.paths -= len(old.hops)
 		}
-		changed := !ok || !pathEqual(a.path, p)
-		a.path = p
-		next[k] = a
-		if changed {
-			ap, err := apiPath(p, a.id, false)
-			if err != nil {
-				return Change{}, err
-			}
-			add = append(add, ap)
+		if len(a.hops) == 0 {
+			delete(s.announced, prefix)
+			continue
 		}
+		s.announced[prefix] = a
+		s.paths += len(a.hops)
 	}
-	if len(withdraw) > 0 {
-		if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: withdraw}); err != nil {
-			return Change{}, fmt.Errorf("withdrawing %d paths: %w", len(withdraw), err)
-		}
+	if len(b.add)+len(b.withdraw) > 0 {
+		s.log.Info("BGP paths converged", "announced", s.paths, "added", len(b.add), "withdrawn", len(b.withdraw))
 	}
-	if len(add) > 0 {
-		if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: add}); err != nil {
-			return Change{Withdrawn: len(withdraw)}, fmt.Errorf("announcing %d paths: %w", len(add), err)
-		}
-	}
-	s.announced = next
-	if len(add)+len(withdraw) > 0 {
-		s.log.Info("BGP paths converged", "announced", len(next), "added", len(add), "withdrawn", len(withdraw))
-	}
-	return Change{Announced: len(add), Withdrawn: len(withdraw)}, nil
+	return Change{Announced: len(b.add), Withdrawn: len(b.withdraw)}, nil
 }
 
 // Announced returns the number of paths announced now.
 func (s *Speaker) Announced() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.announced)
+	return s.paths
 }
 
-func sortedKeys(m map[pathKey]Path) []pathKey {
-	keys := make([]pathKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
 	}
-	slices.SortFunc(keys, func(a, b pathKey) int {
-		if c := a.prefix.Addr().Compare(b.prefix.Addr()); c != 0 {
-			return c
-		}
-		return a.nextHop.Compare(b.nextHop)
-	})
-	return keys
+	return cmp.Compare(a.Bits(), b.Bits())
 }
 
-func freeID(used []uint32) uint32 {
-	for id := uint32(1); ; id++ {
-		if !slices.Contains(used, id) {
-			return id
+// sortedUnique returns the addresses sorted and without repeats, copying
+// them only when they are not so already.
+func sortedUnique(addrs []netip.Addr) []netip.Addr {
+	for i := 1; i < len(addrs); i++ {
+		if addrs[i-1].Compare(addrs[i]) >= 0 {
+			out := slices.Clone(addrs)
+			slices.SortFunc(out, netip.Addr.Compare)
+			return slices.Compact(out)
 		}
 	}
+	return addrs
 }
 
-func pathEqual(a, b Path) bool {
-	return a.Prefix == b.Prefix && a.NextHop == b.NextHop && a.LocalPref == b.LocalPref &&
-		slices.Equal(a.Communities, b.Communities) && slices.Equal(a.LargeCommunities, b.LargeCommunities)
+func sameAddrs(hops []hop, addrs []netip.Addr) bool {
+	if len(hops) != len(addrs) {
+		return false
+	}
+	for i, h := range hops {
+		if h.addr != addrs[i] {
+			return false
+		}
+	}
+	return true
 }
 
-func apiPath(p Path, id uint32, withdraw bool) (*apiutil.Path, error) {
-	nlri, err := bgp.NewIPAddrPrefix(p.Prefix.Masked())
+// batch collects the paths one convergence sends. Paths share their
+// attribute values (GoBGP keeps them with every path it holds): one origin,
+// one next-hop attribute per next hop, one set of communities per prefix.
+type batch struct {
+	add, withdraw []*apiutil.Path
+	origin        bgp.PathAttributeInterface
+	nextHops      map[netip.Addr]bgp.PathAttributeInterface
+	err           error
+}
+
+func newBatch() *batch {
+	return &batch{origin: bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP), nextHops: map[netip.Addr]bgp.PathAttributeInterface{}}
+}
+
+// diff queues what turns old into hops (sorted, unique) with attrs, and
+// returns the new state: kept next hops keep their path identifiers, new
+// ones get the lowest free ones, and with changed attributes every kept
+// path is sent again.
+func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops []netip.Addr) *announced {
+	resend := !old.attrs.equal(attrs)
+	out := &announced{attrs: attrs, hops: make([]hop, 0, len(hops))}
+	var added []int // indexes in out.hops still without an identifier
+	used := make([]uint32, 0, len(old.hops))
+	i, j := 0, 0
+	for i < len(old.hops) || j < len(hops) {
+		switch {
+		case j == len(hops) || (i < len(old.hops) && old.hops[i].addr.Compare(hops[j]) < 0):
+			b.queue(prefix, old.hops[i], old.attrs, true)
+			i++
+		case i == len(old.hops) || old.hops[i].addr.Compare(hops[j]) > 0:
+			added = append(added, len(out.hops))
+			out.hops = append(out.hops, hop{addr: hops[j]})
+			j++
+		default:
+			out.hops = append(out.hops, old.hops[i])
+			used = append(used, old.hops[i].id)
+			if resend {
+				b.queue(prefix, old.hops[i], attrs, false)
+			}
+			i++
+			j++
+		}
+	}
+	slices.Sort(used)
+	id := uint32(1)
+	for _, k := range added {
+		for len(used) > 0 && used[0] <= id {
+			if used[0] == id {
+				id++
+			}
+			used = used[1:]
+		}
+		out.hops[k].id = id
+		id++
+		b.queue(prefix, out.hops[k], attrs, false)
+	}
+	return out
+}
+
+func (b *batch) queue(prefix netip.Prefix, h hop, attrs Attributes, withdraw bool) {
+	p, err := b.path(prefix, h, attrs, withdraw)
 	if err != nil {
-		return nil, fmt.Errorf("path %s: %w", p.Prefix, err)
+		b.err = cmp.Or(b.err, err)
+		return
+	}
+	if withdraw {
+		b.withdraw = append(b.withdraw, p)
+	} else {
+		b.add = append(b.add, p)
+	}
+}
+
+func (b *batch) path(prefix netip.Prefix, h hop, a Attributes, withdraw bool) (*apiutil.Path, error) {
+	nlri, err := bgp.NewIPAddrPrefix(prefix)
+	if err != nil {
+		return nil, fmt.Errorf("path %s: %w", prefix, err)
 	}
 	family := bgp.RF_IPv4_UC
-	if p.Prefix.Addr().Is6() {
+	if prefix.Addr().Is6() {
 		family = bgp.RF_IPv6_UC
 	}
-	attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP)}
+	attrs := make([]bgp.PathAttributeInterface, 0, 5)
+	attrs = append(attrs, b.origin)
 	if family == bgp.RF_IPv4_UC {
-		nh, err := bgp.NewPathAttributeNextHop(p.NextHop)
-		if err != nil {
-			return nil, fmt.Errorf("path %s via %s: %w", p.Prefix, p.NextHop, err)
+		nh, ok := b.nextHops[h.addr]
+		if !ok {
+			if nh, err = bgp.NewPathAttributeNextHop(h.addr); err != nil {
+				return nil, fmt.Errorf("path %s via %s: %w", prefix, h.addr, err)
+			}
+			b.nextHops[h.addr] = nh
 		}
 		attrs = append(attrs, nh)
 	} else {
-		mp, err := bgp.NewPathAttributeMpReachNLRI(family, []bgp.PathNLRI{{NLRI: nlri, ID: id}}, p.NextHop)
+		mp, err := bgp.NewPathAttributeMpReachNLRI(family, []bgp.PathNLRI{{NLRI: nlri, ID: h.id}}, h.addr)
 		if err != nil {
-			return nil, fmt.Errorf("path %s via %s: %w", p.Prefix, p.NextHop, err)
+			return nil, fmt.Errorf("path %s via %s: %w", prefix, h.addr, err)
 		}
 		attrs = append(attrs, mp)
 	}
-	if len(p.Communities) > 0 {
-		attrs = append(attrs, bgp.NewPathAttributeCommunities(p.Communities))
+	if len(a.Communities) > 0 {
+		attrs = append(attrs, bgp.NewPathAttributeCommunities(a.Communities))
 	}
-	if len(p.LargeCommunities) > 0 {
+	if len(a.LargeCommunities) > 0 {
 		var lcs []*bgp.LargeCommunity
-		for _, c := range p.LargeCommunities {
+		for _, c := range a.LargeCommunities {
 			lcs = append(lcs, bgp.NewLargeCommunity(c.Global, c.Local1, c.Local2))
 		}
 		attrs = append(attrs, bgp.NewPathAttributeLargeCommunities(lcs))
 	}
-	if p.LocalPref != 0 {
-		attrs = append(attrs, bgp.NewPathAttributeLocalPref(p.LocalPref))
+	if a.LocalPref != 0 {
+		attrs = append(attrs, bgp.NewPathAttributeLocalPref(a.LocalPref))
 	}
-	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: attrs, RemoteID: id, Withdrawal: withdraw}, nil
+	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: attrs, RemoteID: h.id, Withdrawal: withdraw}, nil
 }
 
 // Stop ends every session. With graceful, peers that negotiated graceful
@@ -432,41 +537,32 @@ func (s *Speaker) Stop(ctx context.Context, graceful bool) error {
 	return s.srv.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: graceful})
 }
 
-// capNextHops keeps at most MaxNextHops paths per prefix, chosen by
-// rendezvous hashing of prefix and next hop: a prefix keeps the same
-// subset while its next hops stay, and different prefixes spread over
-// different next hops. It returns how many prefixes were cut.
-func capNextHops(paths []Path) ([]Path, int) {
-	count := map[netip.Prefix]int{}
-	cut := false
-	for _, p := range paths {
-		count[p.Prefix.Masked()]++
-		cut = cut || count[p.Prefix.Masked()] > MaxNextHops
+// capNextHops keeps at most MaxNextHops of a prefix's next hops (sorted,
+// unique), chosen by rendezvous hashing of prefix and next hop: a prefix
+// keeps the same subset while its next hops stay, and different prefixes
+// spread over different next hops. It reports whether it cut any.
+func capNextHops(prefix netip.Prefix, hops []netip.Addr) ([]netip.Addr, bool) {
+	if len(hops) <= MaxNextHops {
+		return hops, false
 	}
-	// The usual case, on every convergence: nothing to cut, nothing to copy.
-	if !cut {
-		return paths, 0
+	pb, _ := prefix.MarshalBinary()
+	type scored struct {
+		addr  netip.Addr
+		score uint64
 	}
-	over := map[netip.Prefix][]Path{}
-	var kept []Path
-	for _, p := range paths {
-		if count[p.Prefix.Masked()] > MaxNextHops {
-			over[p.Prefix.Masked()] = append(over[p.Prefix.Masked()], p)
-		} else {
-			kept = append(kept, p)
-		}
+	all := make([]scored, len(hops))
+	for i, nh := range hops {
+		h := fnv.New64a()
+		h.Write(pb)
+		b, _ := nh.MarshalBinary()
+		h.Write(b)
+		all[i] = scored{nh, h.Sum64()}
 	}
-	for prefix, ps := range over {
-		score := func(p Path) uint64 {
-			h := fnv.New64a()
-			b, _ := prefix.MarshalBinary()
-			h.Write(b)
-			b, _ = p.NextHop.MarshalBinary()
-			h.Write(b)
-			return h.Sum64()
-		}
-		slices.SortFunc(ps, func(a, b Path) int { return cmp.Compare(score(a), score(b)) })
-		kept = append(kept, ps[:MaxNextHops]...)
+	slices.SortFunc(all, func(a, b scored) int { return cmp.Compare(a.score, b.score) })
+	kept := make([]netip.Addr, MaxNextHops)
+	for i := range kept {
+		kept[i] = all[i].addr
 	}
-	return kept, len(over)
+	slices.SortFunc(kept, netip.Addr.Compare)
+	return kept, true
 }

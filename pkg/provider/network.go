@@ -318,57 +318,63 @@ func (n *network) converge() error {
 }
 
 // desiredPaths is every VIP via every eligible node, and every route.
-// Callers hold n.mu.
-func (n *network) desiredPaths() []bgp.Path {
+// Services share one slice of next hops unless their traffic policy is
+// Local, so the whole state is a few entries per Service. Callers hold n.mu.
+func (n *network) desiredPaths() []bgp.Announcement {
 	paths := n.routePaths()
 	if n.cfg.LoadBalancer.Announce != config.AnnounceBGP {
 		return paths
 	}
-	// One set of attributes per pool, shared (read-only) by its paths.
-	attrs := map[string]bgp.Path{}
+	attrs := map[string]bgp.Attributes{}
 	for _, p := range n.cfg.LoadBalancer.Pools {
-		attrs[p.Name] = pathWith(netip.Prefix{}, netip.Addr{}, p.BGP)
+		attrs[p.Name] = attributesOf(p.BGP)
 	}
 	ready := n.readyNodes()
+	all := byFamily(n.nextHops(nil, ready))
 	// The allocator is the one record of which Service holds which address.
 	for key, s := range n.services {
-		hops := n.nextHops(s, ready)
+		hops := all
+		if s.etpLocal {
+			hops = byFamily(n.nextHops(s, ready))
+		}
 		for _, vip := range n.alloc.Addresses(key) {
-			path := attrs[n.alloc.PoolOf(vip)]
-			path.Prefix = netip.PrefixFrom(vip, vip.BitLen())
-			for _, nh := range hops {
-				if nh.Is4() == vip.Is4() {
-					path.NextHop = nh
-					paths = append(paths, path)
-				}
-			}
+			paths = append(paths, bgp.Announcement{
+				Prefix:     netip.PrefixFrom(vip, vip.BitLen()),
+				NextHops:   hops[vip.Is4()],
+				Attributes: attrs[n.alloc.PoolOf(vip)],
+			})
 		}
 	}
 	return paths
 }
 
-func pathWith(prefix netip.Prefix, nextHop netip.Addr, a config.PoolBGP) bgp.Path {
-	p := bgp.Path{Prefix: prefix, NextHop: nextHop}
+// byFamily splits addresses into IPv4 (true) and IPv6 (false).
+func byFamily(addrs []netip.Addr) map[bool][]netip.Addr {
+	out := map[bool][]netip.Addr{}
+	for _, a := range addrs {
+		out[a.Is4()] = append(out[a.Is4()], a)
+	}
+	return out
+}
+
+func attributesOf(a config.PoolBGP) bgp.Attributes {
+	var out bgp.Attributes
 	for _, c := range a.Communities {
 		if v, err := config.ParseCommunity(c); err == nil {
-			p.Communities = append(p.Communities, v)
+			out.Communities = append(out.Communities, v)
 		}
 	}
 	for _, c := range a.LargeCommunities {
 		if v, err := config.ParseLargeCommunity(c); err == nil {
-			p.LargeCommunities = append(p.LargeCommunities, bgp.LargeCommunity(v))
+			out.LargeCommunities = append(out.LargeCommunities, bgp.LargeCommunity(v))
 		}
 	}
 	if a.LocalPreference != nil {
-		p.LocalPref = *a.LocalPreference
+		out.LocalPref = *a.LocalPreference
 	}
-	return p
+	return out
 }
 
-// nextHops are the addresses of the nodes that may take the Service's
-// traffic, as a cloud load balancer's health check would see them: Ready,
-// among those the service controller passed, and with
-// externalTrafficPolicy Local only those with a ready endpoint.
 // eligibleNode is a Node that may be a next hop, with its addresses.
 type eligibleNode struct {
 	name string
@@ -387,11 +393,12 @@ func (n *network) readyNodes() []eligibleNode {
 	return out
 }
 
-// nextHops is the addresses of the ready nodes that serve s: all of them,
-// or with externalTrafficPolicy Local those with a ready endpoint of it.
+// nextHops is the addresses of the ready nodes that serve s: all of them
+// (also for s nil), or with externalTrafficPolicy Local those with a ready
+// endpoint of it, sorted.
 func (n *network) nextHops(s *lbService, ready []eligibleNode) []netip.Addr {
 	var local map[string]bool
-	if s.etpLocal {
+	if s != nil && s.etpLocal {
 		local = n.nodesWithReadyEndpoints(s.namespace, s.name)
 	}
 	var hops []netip.Addr

@@ -134,13 +134,14 @@ func (n *network) rebuildRoutes() {
 }
 
 // routePaths are the BGP paths of the routes. Callers hold n.mu.
-func (n *network) routePaths() []bgp.Path {
+func (n *network) routePaths() []bgp.Announcement {
 	if n.cfg.Routes == nil {
 		return nil
 	}
-	var paths []bgp.Path
+	attrs := attributesOf(n.cfg.Routes.BGP)
+	paths := make([]bgp.Announcement, 0, len(n.routes))
 	for _, r := range n.routes {
-		paths = append(paths, pathWith(r.cidr, r.nextHop, n.cfg.Routes.BGP))
+		paths = append(paths, bgp.Announcement{Prefix: r.cidr, NextHops: []netip.Addr{r.nextHop}, Attributes: attrs})
 	}
 	return paths
 }

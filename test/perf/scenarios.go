@@ -207,6 +207,15 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}); err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
+	// The withdrawals reach the peer before the CCM stops: paths left over
+	// would stay at the peer as stale for the graceful-restart time, and
+	// the routes scenario would time its table with them in it.
+	if err := waitFor(5*time.Minute, func() bool {
+		_, paths, err := b.peer.RIBCount("ipv4")
+		return err == nil && paths == 0
+	}); err != nil {
+		return fmt.Errorf("cleanup: the peer still has paths: %w", err)
+	}
 	ccm.Stop()
 	return b.deleteNodes("bn", *nodes+1)
 }
