@@ -317,7 +317,7 @@ func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 		}
 		byPrefix[a.Prefix] = a
 	}
-	b := newBatch()
+	b := newBatch(s.srv)
 	next := map[netip.Prefix]*announced{}
 	capped := 0
 	for _, prefix := range slices.SortedFunc(maps.Keys(byPrefix), comparePrefixes) {
@@ -346,18 +346,12 @@ func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 			s.log.Warn("Prefixes with more next hops than can be announced: each gets a stable subset", "prefixes", capped, "maxNextHops", MaxNextHops)
 		}
 	}
+	b.flush()
+	change := Change{Announced: b.added, Withdrawn: b.withdrawn}
 	if b.err != nil {
-		return Change{}, b.err
-	}
-	if len(b.withdraw) > 0 {
-		if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: b.withdraw}); err != nil {
-			return Change{}, fmt.Errorf("withdrawing %d paths: %w", len(b.withdraw), err)
-		}
-	}
-	if len(b.add) > 0 {
-		if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: b.add}); err != nil {
-			return Change{Withdrawn: len(b.withdraw)}, fmt.Errorf("announcing %d paths: %w", len(b.add), err)
-		}
+		// GoBGP refuses paths only when it is stopping. The state stays as
+		// before, so a retry sends again what this one meant to.
+		return change, b.err
 	}
 	for prefix, a := range next {
 		if old, ok := s.announced[prefix]; ok {
@@ -370,10 +364,10 @@ func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 		s.announced[prefix] = a
 		s.paths += len(a.hops)
 	}
-	if len(b.add)+len(b.withdraw) > 0 {
-		s.log.Info("BGP paths converged", "announced", s.paths, "added", len(b.add), "withdrawn", len(b.withdraw))
+	if b.added+b.withdrawn > 0 {
+		s.log.Info("BGP paths converged", "announced", s.paths, "added", b.added, "withdrawn", b.withdrawn)
 	}
-	return Change{Announced: len(b.add), Withdrawn: len(b.withdraw)}, nil
+	return change, nil
 }
 
 // Announced returns the number of paths announced now.
@@ -415,18 +409,44 @@ func sameAddrs(hops []hop, addrs []netip.Addr) bool {
 	return true
 }
 
-// batch collects the paths one convergence sends. Paths share their
-// attribute values (GoBGP keeps them with every path it holds): one origin,
-// one next-hop attribute per next hop, one set of communities per prefix.
+// batch sends the paths of one convergence to GoBGP, batchSize at a time
+// so that neither it nor GoBGP holds a whole table's worth of requests at
+// once. Paths share their attribute values (GoBGP keeps them with every
+// path it holds): one origin, one next-hop attribute per next hop.
 type batch struct {
-	add, withdraw []*apiutil.Path
-	origin        bgp.PathAttributeInterface
-	nextHops      map[netip.Addr]bgp.PathAttributeInterface
-	err           error
+	srv              *server.BgpServer
+	add, withdraw    []*apiutil.Path
+	added, withdrawn int
+	origin           bgp.PathAttributeInterface
+	nextHops         map[netip.Addr]bgp.PathAttributeInterface
+	err              error
 }
 
-func newBatch() *batch {
-	return &batch{origin: bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP), nextHops: map[netip.Addr]bgp.PathAttributeInterface{}}
+const batchSize = 5000
+
+func newBatch(srv *server.BgpServer) *batch {
+	return &batch{srv: srv, origin: bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP), nextHops: map[netip.Addr]bgp.PathAttributeInterface{}}
+}
+
+// flush sends what is queued, withdrawals first: a new path may reuse the
+// identifier of one withdrawn in the same convergence, and diff queues a
+// prefix's withdrawals before its new paths.
+func (b *batch) flush() {
+	if b.err == nil && len(b.withdraw) > 0 {
+		if err := b.srv.DeletePath(apiutil.DeletePathRequest{Paths: b.withdraw}); err != nil {
+			b.err = fmt.Errorf("withdrawing %d paths: %w", len(b.withdraw), err)
+		} else {
+			b.withdrawn += len(b.withdraw)
+		}
+	}
+	if b.err == nil && len(b.add) > 0 {
+		if _, err := b.srv.AddPath(apiutil.AddPathRequest{Paths: b.add}); err != nil {
+			b.err = fmt.Errorf("announcing %d paths: %w", len(b.add), err)
+		} else {
+			b.added += len(b.add)
+		}
+	}
+	b.add, b.withdraw = b.add[:0], b.withdraw[:0]
 }
 
 // diff queues what turns old into hops (sorted, unique) with attrs, and
@@ -434,6 +454,7 @@ func newBatch() *batch {
 // ones get the lowest free ones, and with changed attributes every kept
 // path is sent again.
 func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops []netip.Addr) *announced {
+	was, now := b.prefix(prefix, old.attrs), b.prefix(prefix, attrs)
 	resend := !old.attrs.equal(attrs)
 	out := &announced{attrs: attrs, hops: make([]hop, 0, len(hops))}
 	var added []int // indexes in out.hops still without an identifier
@@ -442,7 +463,7 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 	for i < len(old.hops) || j < len(hops) {
 		switch {
 		case j == len(hops) || (i < len(old.hops) && old.hops[i].addr.Compare(hops[j]) < 0):
-			b.queue(prefix, old.hops[i], old.attrs, true)
+			b.queue(was, old.hops[i], true)
 			i++
 		case i == len(old.hops) || old.hops[i].addr.Compare(hops[j]) > 0:
 			added = append(added, len(out.hops))
@@ -452,7 +473,7 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 			out.hops = append(out.hops, old.hops[i])
 			used = append(used, old.hops[i].id)
 			if resend {
-				b.queue(prefix, old.hops[i], attrs, false)
+				b.queue(now, old.hops[i], false)
 			}
 			i++
 			j++
@@ -469,15 +490,53 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 		}
 		out.hops[k].id = id
 		id++
-		b.queue(prefix, out.hops[k], attrs, false)
+		b.queue(now, out.hops[k], false)
 	}
 	return out
 }
 
-func (b *batch) queue(prefix netip.Prefix, h hop, attrs Attributes, withdraw bool) {
-	p, err := b.path(prefix, h, attrs, withdraw)
+// prefixPaths is what the paths of one prefix with one set of attributes
+// share.
+type prefixPaths struct {
+	prefix netip.Prefix
+	family bgp.Family
+	nlri   bgp.NLRI
+	attrs  []bgp.PathAttributeInterface // besides origin and next hop
+	err    error
+}
+
+func (b *batch) prefix(prefix netip.Prefix, a Attributes) *prefixPaths {
+	pp := &prefixPaths{prefix: prefix, family: bgp.RF_IPv4_UC}
+	if prefix.Addr().Is6() {
+		pp.family = bgp.RF_IPv6_UC
+	}
+	if pp.nlri, pp.err = bgp.NewIPAddrPrefix(prefix); pp.err != nil {
+		pp.err = fmt.Errorf("path %s: %w", prefix, pp.err)
+		return pp
+	}
+	if len(a.Communities) > 0 {
+		pp.attrs = append(pp.attrs, bgp.NewPathAttributeCommunities(a.Communities))
+	}
+	if len(a.LargeCommunities) > 0 {
+		var lcs []*bgp.LargeCommunity
+		for _, c := range a.LargeCommunities {
+			lcs = append(lcs, bgp.NewLargeCommunity(c.Global, c.Local1, c.Local2))
+		}
+		pp.attrs = append(pp.attrs, bgp.NewPathAttributeLargeCommunities(lcs))
+	}
+	if a.LocalPref != 0 {
+		pp.attrs = append(pp.attrs, bgp.NewPathAttributeLocalPref(a.LocalPref))
+	}
+	return pp
+}
+
+func (b *batch) queue(pp *prefixPaths, h hop, withdraw bool) {
+	if b.err != nil {
+		return
+	}
+	p, err := b.path(pp, h, withdraw)
 	if err != nil {
-		b.err = cmp.Or(b.err, err)
+		b.err = err
 		return
 	}
 	if withdraw {
@@ -485,49 +544,36 @@ func (b *batch) queue(prefix netip.Prefix, h hop, attrs Attributes, withdraw boo
 	} else {
 		b.add = append(b.add, p)
 	}
+	if len(b.add)+len(b.withdraw) >= batchSize {
+		b.flush()
+	}
 }
 
-func (b *batch) path(prefix netip.Prefix, h hop, a Attributes, withdraw bool) (*apiutil.Path, error) {
-	nlri, err := bgp.NewIPAddrPrefix(prefix)
-	if err != nil {
-		return nil, fmt.Errorf("path %s: %w", prefix, err)
+func (b *batch) path(pp *prefixPaths, h hop, withdraw bool) (*apiutil.Path, error) {
+	if pp.err != nil {
+		return nil, pp.err
 	}
-	family := bgp.RF_IPv4_UC
-	if prefix.Addr().Is6() {
-		family = bgp.RF_IPv6_UC
-	}
-	attrs := make([]bgp.PathAttributeInterface, 0, 5)
+	attrs := make([]bgp.PathAttributeInterface, 0, 2+len(pp.attrs))
 	attrs = append(attrs, b.origin)
-	if family == bgp.RF_IPv4_UC {
+	if pp.family == bgp.RF_IPv4_UC {
 		nh, ok := b.nextHops[h.addr]
 		if !ok {
+			var err error
 			if nh, err = bgp.NewPathAttributeNextHop(h.addr); err != nil {
-				return nil, fmt.Errorf("path %s via %s: %w", prefix, h.addr, err)
+				return nil, fmt.Errorf("path %s via %s: %w", pp.prefix, h.addr, err)
 			}
 			b.nextHops[h.addr] = nh
 		}
 		attrs = append(attrs, nh)
 	} else {
-		mp, err := bgp.NewPathAttributeMpReachNLRI(family, []bgp.PathNLRI{{NLRI: nlri, ID: h.id}}, h.addr)
+		mp, err := bgp.NewPathAttributeMpReachNLRI(pp.family, []bgp.PathNLRI{{NLRI: pp.nlri, ID: h.id}}, h.addr)
 		if err != nil {
-			return nil, fmt.Errorf("path %s via %s: %w", prefix, h.addr, err)
+			return nil, fmt.Errorf("path %s via %s: %w", pp.prefix, h.addr, err)
 		}
 		attrs = append(attrs, mp)
 	}
-	if len(a.Communities) > 0 {
-		attrs = append(attrs, bgp.NewPathAttributeCommunities(a.Communities))
-	}
-	if len(a.LargeCommunities) > 0 {
-		var lcs []*bgp.LargeCommunity
-		for _, c := range a.LargeCommunities {
-			lcs = append(lcs, bgp.NewLargeCommunity(c.Global, c.Local1, c.Local2))
-		}
-		attrs = append(attrs, bgp.NewPathAttributeLargeCommunities(lcs))
-	}
-	if a.LocalPref != 0 {
-		attrs = append(attrs, bgp.NewPathAttributeLocalPref(a.LocalPref))
-	}
-	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: attrs, RemoteID: h.id, Withdrawal: withdraw}, nil
+	attrs = append(attrs, pp.attrs...)
+	return &apiutil.Path{Family: pp.family, Nlri: pp.nlri, Attrs: attrs, RemoteID: h.id, Withdrawal: withdraw}, nil
 }
 
 // Stop ends every session. With graceful, peers that negotiated graceful
