@@ -165,19 +165,39 @@ func StartPeer(t testing.TB) *GoBGPD {
 // Metrics reads a replica's /metrics as the cluster admin.
 func (s *Suite) Metrics(t testing.TB, p *Process) string {
 	t.Helper()
-	cert, err := tls.X509KeyPair(s.Cluster.AdminConfig.CertData, s.Cluster.AdminConfig.KeyData)
+	body, err := s.Cluster.AdminGet(p, "/metrics", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
-	}
-	admin := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}}}
-	resp, err := admin.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", p.SecurePort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("admin /metrics of %s: %d", p.Name, resp.StatusCode)
 	}
 	return string(body)
+}
+
+// AdminGet reads a path of a CCM's secure port as the cluster admin. Just
+// after it starts, a CCM may not have loaded the cluster's client CA yet
+// and takes the admin for anonymous: that refusal is retried for 30 s.
+func (c *Cluster) AdminGet(p *Process, path string, timeout time.Duration) ([]byte, error) {
+	cert, err := tls.X509KeyPair(c.AdminConfig.CertData, c.AdminConfig.KeyData)
+	if err != nil {
+		return nil, err
+	}
+	admin := &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		InsecureSkipVerify: true, // the CCM's serving certificate is self-signed
+		Certificates:       []tls.Certificate{cert},
+	}}}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, err := admin.Get(fmt.Sprintf("https://127.0.0.1:%d%s", p.SecurePort, path))
+		if err != nil {
+			return nil, err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case err != nil:
+			return nil, err
+		case resp.StatusCode == http.StatusOK:
+			return body, nil
+		case resp.StatusCode != http.StatusForbidden || time.Now().After(deadline):
+			return nil, fmt.Errorf("admin GET %s of %s: %s: %s", path, p.Name, resp.Status, body)
+		}
+	}
 }

@@ -36,6 +36,7 @@ var (
 	syncs       = flag.Int("concurrent-service-syncs", 0, "the CCM's --concurrent-service-syncs (0: its default)")
 	out         = flag.String("out", "bench.json", "where to write the figures as JSON")
 	heapProfile = flag.String("heap-profile", "", "if set, where to save the CCM's heap profile after the service burst")
+	cpuProfile  = flag.String("cpu-profile", "", "if set, where to save a CPU profile of the CCM's first 20 s of the service burst")
 )
 
 // figure is one measured quantity over the runs.

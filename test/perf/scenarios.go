@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -126,6 +123,15 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	fast := b.fastClient()
 
 	// 1. Service burst.
+	var profiled chan error
+	if *cpuProfile != "" {
+		profiled = make(chan error, 1)
+		go func() { profiled <- b.saveProfile(ccm, "profile?seconds=20", *cpuProfile) }()
+	}
+	cpu0, err := cpuSeconds(ccm.PID())
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := framework.Parallel(*services, 32, func(i int) error {
 		_, err := fast.CoreV1().Services(ns).Create(ctx, lbService(fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
@@ -156,6 +162,16 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return fmt.Errorf("burst: the peer lacks VIPs: %w", err)
 	}
 	b.record("burst", fmt.Sprintf("peer has every VIP via all %d nodes", *nodes), "s", took.Seconds())
+	cpu1, err := cpuSeconds(ccm.PID())
+	if err != nil {
+		return err
+	}
+	b.record("burst", "CPU the CCM used until then", "s", cpu1-cpu0)
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return err
+		}
+	}
 	if *heapProfile != "" {
 		if err := b.saveHeapProfile(ccm, *heapProfile); err != nil {
 			return err
@@ -191,7 +207,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	b.record("churn", fmt.Sprintf("NotReady node gone from all %d VIPs", *services), "s", took.Seconds())
 
 	// 6. Steady state.
-	if err := b.steadyState(ccm.PID()); err != nil {
+	if err := b.steadyState(ccm); err != nil {
 		return err
 	}
 
@@ -276,7 +292,8 @@ func (b *bench) ccmWritesSince(from time.Time) (int, map[string]int, error) {
 // steadyState idles and measures what the converged CCM costs. It starts
 // once the CCM has written nothing for 5 s (Events of the earlier work are
 // sent with a delay), or after 2 minutes.
-func (b *bench) steadyState(pid int) error {
+func (b *bench) steadyState(ccm *framework.Process) error {
+	pid := ccm.PID()
 	settle := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(settle) {
 		n, _, err := b.ccmWritesSince(time.Now().Add(-5 * time.Second))
@@ -313,7 +330,26 @@ func (b *bench) steadyState(pid int) error {
 	}
 	b.record("idle", "RSS of the CCM", "MiB", rss)
 	b.record("idle", "peak RSS of the CCM", "MiB", peak)
+	metrics, err := b.cluster.AdminGet(ccm, "/metrics", time.Minute)
+	if err != nil {
+		return err
+	}
+	heap, err := metricValue(string(metrics), "go_memstats_heap_alloc_bytes")
+	if err != nil {
+		return err
+	}
+	b.record("idle", "Go heap allocated (go_memstats_heap_alloc_bytes)", "MiB", heap/(1<<20))
 	return nil
+}
+
+// metricValue is the value of an unlabelled metric in a /metrics text.
+func metricValue(metrics, name string) (float64, error) {
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no metric %s", name)
 }
 
 func cpuSeconds(pid int) (float64, error) {
@@ -430,29 +466,18 @@ func (b *bench) joinScenarios(run int) error {
 	return b.deleteNodes("jn", *joins)
 }
 
-// saveHeapProfile fetches the CCM's heap profile from its secure port, as
-// the cluster admin (pprof is served only to authorised clients).
+// saveHeapProfile fetches the CCM's heap profile from its secure port.
 func (b *bench) saveHeapProfile(ccm *framework.Process, path string) error {
-	cert, err := tls.X509KeyPair(b.cluster.AdminConfig.CertData, b.cluster.AdminConfig.KeyData)
+	return b.saveProfile(ccm, "heap", path)
+}
+
+// saveProfile fetches one of the CCM's pprof profiles (heap, or profile
+// for CPU) as the cluster admin: pprof is served only to authorised clients.
+func (b *bench) saveProfile(ccm *framework.Process, query, path string) error {
+	data, err := b.cluster.AdminGet(ccm, "/debug/pprof/"+query, 5*time.Minute)
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		InsecureSkipVerify: true, // the CCM's serving certificate is self-signed
-		Certificates:       []tls.Certificate{cert},
-	}}}
-	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", ccm.SecurePort))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("heap profile: %s", resp.Status)
-	}
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "heap profile after the burst: %s (go tool pprof -top %s)\n", path, path)
+	fmt.Fprintf(os.Stderr, "profile %s: %s (go tool pprof -top %s)\n", query, path, path)
 	return os.WriteFile(path, data, 0o644)
 }
