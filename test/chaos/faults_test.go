@@ -85,7 +85,7 @@ func (s *site) addSecondPeer(t *testing.T) *framework.GoBGPD {
 		t.Fatal(err)
 	}
 	t.Cleanup(other.Stop)
-	s.WriteConfig(fmt.Sprintf(siteConfig, s.peer.Port) + fmt.Sprintf("  - {address: 127.0.0.3, port: %d, asn: 64501, holdTime: 9s, connectRetryTime: 1s}\n", other.Port))
+	s.WriteConfig(siteConfig + framework.PeerConfig(s.peer) + fmt.Sprintf("  - {address: 127.0.0.3, port: %d, asn: 64501, holdTime: 9s, connectRetryTime: 1s}\n", other.Port))
 	return other
 }
 
@@ -226,7 +226,7 @@ func TestLocalTrafficNodeDies(t *testing.T) {
 func TestInventoryFaultsWithdrawNothing(t *testing.T) {
 	const ns = "fault-inv"
 	s := newSite(t, ns)
-	good := fmt.Sprintf(siteConfig, s.peer.Port) + "routes: {}\n"
+	good := siteConfig + framework.PeerConfig(s.peer) + "routes: {}\n"
 	s.WriteConfig(good)
 	routeNode(t, "inv-1", 101, "10.244.101.0/24")
 	ccm := s.StartCCM("ccm", "--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s")

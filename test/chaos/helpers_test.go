@@ -37,22 +37,13 @@ loadBalancer:
   - name: large
     addresses: [198.18.0.0/20, "2001:db8:5::/112"]
     autoAssign: false
-bgp:
-  localASN: 64512
-  routerID: 127.0.0.2
-  peers:
-  - address: 127.0.0.1
-    port: %d
-    asn: 64500
-    holdTime: 9s
-    connectRetryTime: 1s
 `
 
 func newSite(t *testing.T, ns string) *site {
 	t.Helper()
 	peer := framework.StartPeer(t)
 	framework.CreateNamespace(t, suite.Cluster.Admin, ns)
-	return &site{Site: suite.NewSite(t, fmt.Sprintf(siteConfig, peer.Port)), peer: peer, ns: ns}
+	return &site{Site: suite.NewSite(t, siteConfig+framework.PeerConfig(peer)), peer: peer, ns: ns}
 }
 
 // node registers a Ready-or-not Node with the addresses 203.0.113.n and

@@ -162,6 +162,22 @@ func StartPeer(t testing.TB) *GoBGPD {
 	return peer
 }
 
+// PeerConfig is the bgp section of a cloud config whose speaker peers with
+// peer (from StartPeer): AS 64512 to its 64500, hold time 9 s. The peer
+// list comes last, so a test may append peers to it.
+func PeerConfig(peer *GoBGPD) string {
+	return fmt.Sprintf(`bgp:
+  localASN: 64512
+  routerID: 127.0.0.2
+  peers:
+  - address: 127.0.0.1
+    port: %d
+    asn: 64500
+    holdTime: 9s
+    connectRetryTime: 1s
+`, peer.Port)
+}
+
 // Metrics reads a replica's /metrics as the cluster admin.
 func (s *Suite) Metrics(t testing.TB, p *Process) string {
 	t.Helper()

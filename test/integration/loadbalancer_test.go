@@ -36,22 +36,13 @@ loadBalancer:
   - name: team
     addresses: ["198.51.100.10-198.51.100.20"]
     autoAssign: false
-    namespaces: [%[1]s-team]
-bgp:
-  localASN: 64512
-  routerID: 127.0.0.2
-  peers:
-  - address: 127.0.0.1
-    port: %[2]d
-    asn: 64500
-    holdTime: 9s
-    connectRetryTime: 1s
+    namespaces: [%s-team]
 `
 
 func newLBSite(t *testing.T, ns string) *lbSite {
 	t.Helper()
 	peer := framework.StartPeer(t)
-	s := &lbSite{site: newSite(t, fmt.Sprintf(lbConfig, ns, peer.Port)), peer: peer, ns: ns}
+	s := &lbSite{site: newSite(t, fmt.Sprintf(lbConfig, ns)+framework.PeerConfig(peer)), peer: peer, ns: ns}
 	for _, name := range []string{ns, ns + "-team"} {
 		createNamespace(t, name)
 	}
@@ -280,7 +271,7 @@ func TestLoadBalancerRequestedAddressesAndSharing(t *testing.T) {
 
 	// The pool shrinks so that first's address falls outside: it keeps
 	// serving, with a Warning Event.
-	s.writeConfig(strings.Replace(fmt.Sprintf(lbConfig, ns, s.peer.Port), "192.0.2.0/28", "192.0.2.0/29", 1))
+	s.writeConfig(strings.Replace(fmt.Sprintf(lbConfig, ns)+framework.PeerConfig(s.peer), "192.0.2.0/28", "192.0.2.0/29", 1))
 	framework.Eventually(t, waitTimeout, "first is told its address left the pools", func() (bool, string) {
 		ev := events(t, ns, "first", "AddressOutsidePools")
 		return len(ev) > 0 && strings.Contains(ev[0].Message, "192.0.2.9"), fmt.Sprintf("%d events", len(ev))
@@ -297,7 +288,7 @@ func TestLoadBalancerRequestedAddressesAndSharing(t *testing.T) {
 func TestLoadBalancerAnnounceNone(t *testing.T) {
 	const ns = "lb-none"
 	s := newLBSite(t, ns)
-	s.writeConfig(strings.Replace(fmt.Sprintf(lbConfig, ns, s.peer.Port), "loadBalancer:\n", "loadBalancer:\n  announce: none\n", 1))
+	s.writeConfig(strings.Replace(fmt.Sprintf(lbConfig, ns)+framework.PeerConfig(s.peer), "loadBalancer:\n", "loadBalancer:\n  announce: none\n", 1))
 	lbNode(t, "none-1", true, 41)
 	ccm := s.startCCM("ccm")
 	createLBService(t, ns, "ipam-only", nil)

@@ -19,15 +19,6 @@ inventory:
 routes:
   bgp:
     communities: ["64512:200"]
-bgp:
-  localASN: 64512
-  routerID: 127.0.0.2
-  peers:
-  - address: 127.0.0.1
-    port: %d
-    asn: 64500
-    holdTime: 9s
-    connectRetryTime: 1s
 `
 
 // routeNode registers a Node with pod CIDRs, as kube-controller-manager's
@@ -59,7 +50,7 @@ func networkAvailable(t *testing.T, name string) (bool, string) {
 
 func TestPodCIDRRoutes(t *testing.T) {
 	peer := framework.StartPeer(t)
-	s := &lbSite{site: newSite(t, fmt.Sprintf(routesConfig, peer.Port)), peer: peer}
+	s := &lbSite{site: newSite(t, routesConfig+framework.PeerConfig(peer)), peer: peer}
 	routeArgs := []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16,fd00:244::/48", "--route-reconciliation-period=2s"}
 
 	routeNode(t, "rt-1", 51, "10.244.1.0/24", "fd00:244:0:1::/64")
