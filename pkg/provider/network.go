@@ -82,7 +82,13 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	close(n.informed)
 	onChange := func(any) { n.announce() }
 	nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: onChange,
+		// A kubelet creates its Node before it reports it Ready; only then
+		// does it change any next hop.
+		AddFunc: func(obj any) {
+			if node := obj.(*v1.Node); nodeEligible(node) && nodeReady(node) {
+				n.announce()
+			}
+		},
 		UpdateFunc: func(old, cur any) {
 			if nodeRouting(old.(*v1.Node)) != nodeRouting(cur.(*v1.Node)) {
 				n.announce()
@@ -266,31 +272,37 @@ func (n *network) announce() {
 	}
 }
 
-// settle is how long a convergence waits for more changes to join it. In
-// a burst, Services created together then share a convergence (each costs
-// a pass over every path) and share UPDATE messages: paths are packed by
-// next hop, so a Service converged alone costs one UPDATE per node.
+// settle is the least time between the starts of two convergences. A
+// change after a quiet spell (a Node joining or going NotReady) is
+// converged at once; in a burst, the changes that come within settle of
+// the last convergence share the next one (each costs a pass over every
+// path) and share its UPDATE messages: paths are packed by next hop, so a
+// Service converged alone costs one UPDATE per node.
 const settle = 100 * time.Millisecond
 
 // convergeLoop converges on request until ctx ends; a failed convergence
 // is tried again.
 func (n *network) convergeLoop(ctx context.Context) {
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.kick:
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(settle):
+		if wait := settle - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			// This convergence sees what was asked for while it waited.
+			select {
+			case <-n.kick:
+			default:
+			}
 		}
-		// This convergence sees what was asked for while it settled.
-		select {
-		case <-n.kick:
-		default:
-		}
+		last = time.Now()
 		if err := n.converge(); err != nil {
 			klog.ErrorS(err, "Converging BGP announcements; retrying")
 			time.AfterFunc(time.Second, n.announce)

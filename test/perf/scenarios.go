@@ -184,6 +184,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return err
 	}
 	newIP := nodeIP(*nodes)
+	logFrom := ccm.LogSize()
 	start = time.Now()
 	if err := b.registerNodesFrom("bn", *nodes, 1, true); err != nil {
 		return err
@@ -193,8 +194,12 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return fmt.Errorf("churn: the new node is not a next hop of every VIP: %w", err)
 	}
 	b.record("churn", fmt.Sprintf("new Ready node is a next hop of all %d VIPs", *services), "s", took.Seconds())
+	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("added=%d ", *services), "the CCM had handed them to GoBGP"); err != nil {
+		return err
+	}
 	after, _ := b.receivedUpdates()
 	b.record("churn", "BGP UPDATEs for the new node", "messages", float64(after-updates))
+	logFrom = ccm.LogSize()
 	start = time.Now()
 	gone := nodeIP(0)
 	if err := setStatus(fast, "bn-0", false, gone); err != nil {
@@ -205,6 +210,9 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return fmt.Errorf("churn: the NotReady node is still a next hop: %w", err)
 	}
 	b.record("churn", fmt.Sprintf("NotReady node gone from all %d VIPs", *services), "s", took.Seconds())
+	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("withdrawn=%d ", *services), "the CCM had handed the withdrawals to GoBGP"); err != nil {
+		return err
+	}
 
 	// 6. Steady state.
 	if err := b.steadyState(ccm); err != nil {
@@ -234,6 +242,27 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}
 	ccm.Stop()
 	return b.deleteNodes("bn", *nodes+1)
+}
+
+// recordSent records when, after start, the CCM logged the convergence
+// whose log line has want: the part of a churn figure that is the CCM's
+// own (informer, convergence, GoBGP taking the paths), the rest being
+// GoBGP's sending and the peer taking them in.
+func (b *bench) recordSent(ccm *framework.Process, logFrom int, start time.Time, want, name string) error {
+	for _, line := range strings.Split(ccm.Logs()[logFrom:], "\n") {
+		if !strings.Contains(line, `"BGP paths converged"`) || !strings.Contains(line+" ", want) || len(line) < 21 {
+			continue
+		}
+		// klog's header: I1202 22:30:01.123456, in local time.
+		at, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
+		if err != nil {
+			return fmt.Errorf("reading the time of %q: %w", line, err)
+		}
+		at = at.AddDate(start.Year(), 0, 0)
+		b.record("churn", name, "s", at.Sub(start).Seconds())
+		return nil
+	}
+	return fmt.Errorf("churn: the CCM logged no convergence with %s", want)
 }
 
 func (b *bench) registerNodesFrom(prefix string, from, n int, ready bool) error {
