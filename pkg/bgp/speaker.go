@@ -461,8 +461,12 @@ func (b *batch) flush() {
 // ones get the lowest free ones, and with changed attributes every kept
 // path is sent again.
 func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops []netip.Addr) *announced {
-	was, now := b.prefix(prefix, old.attrs), b.prefix(prefix, attrs)
 	resend := !old.attrs.equal(attrs)
+	was := b.prefix(prefix, old.attrs)
+	now := was
+	if resend {
+		now = b.prefix(prefix, attrs)
+	}
 	out := &announced{attrs: attrs, hops: make([]hop, 0, len(hops))}
 	var added []int // indexes in out.hops still without an identifier
 	used := make([]uint32, 0, len(old.hops))

@@ -1,13 +1,10 @@
 package bgp
 
 import (
-	"context"
 	"flag"
-	"log/slog"
 	"net/netip"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -39,21 +36,7 @@ func benchPaths(n, hops int) []Announcement {
 // speaker and GoBGP hold with the table announced.
 func BenchmarkSetPathsNodeChurn(b *testing.B) {
 	peer := startPeer(b, framework.GoBGPNeighbor{Address: "127.0.0.1", ASN: 64512, AddPath: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	established := make(chan struct{}, 10)
-	s, err := Start(ctx, Config{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.2"), Peers: []Peer{{
-		Address: netip.MustParseAddr("127.0.0.1"), Port: uint16(peer.Port), ASN: 64500,
-		HoldTime: 90 * time.Second, ConnectRetry: time.Second, IPv4: true,
-	}}}, slog.New(slog.DiscardHandler), func(st PeerState) {
-		if st.Established {
-			established <- struct{}{}
-		}
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Stop(context.Background(), false)
+	s, established := startSpeaker(b, peer, "")
 	<-established
 	without, with := benchPaths(*benchPrefixes, *benchHops), benchPaths(*benchPrefixes, *benchHops+1)
 	if _, err := s.SetPaths(without); err != nil {

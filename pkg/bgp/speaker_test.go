@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -39,7 +38,7 @@ func startPeer(t testing.TB, n framework.GoBGPNeighbor) *framework.GoBGPD {
 
 // startSpeaker peers with gobgpd; the channel gets a value each time the
 // session is established.
-func startSpeaker(t *testing.T, peer *framework.GoBGPD, password string) (*Speaker, chan struct{}) {
+func startSpeaker(t testing.TB, peer *framework.GoBGPD, password string) (*Speaker, chan struct{}) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -51,7 +50,7 @@ func startSpeaker(t *testing.T, peer *framework.GoBGPD, password string) (*Speak
 			HoldTime: 9 * time.Second, Keepalive: 3 * time.Second, ConnectRetry: time.Second,
 			IPv4: true, IPv6: true, GracefulRestart: true, RestartTime: 30 * time.Second,
 		}},
-	}, slog.New(slog.NewTextHandler(os.Stderr, nil)), func(st PeerState) {
+	}, slog.New(slog.NewTextHandler(t.Output(), nil)), func(st PeerState) {
 		if st.Established {
 			established <- struct{}{}
 		}
@@ -149,6 +148,12 @@ func TestSpeakerSendsEveryNextHop(t *testing.T) {
 		t.Fatalf("capNextHops kept %d of %d next hops, want %d", len(want), len(many), MaxNextHops)
 	}
 	waitRIB(t, peer, "ipv4", map[string][]string{"192.0.2.30/32": want})
+	slices.Reverse(many)
+	again, _ := capNextHops(prefix, sortedUnique(vip("192.0.2.30/32", many...)[0].NextHops))
+	if len(again) != MaxNextHops || !slices.Equal(sortedHops(again), want) {
+		t.Errorf("the kept next hops depend on the order they come in")
+	}
+	slices.Reverse(many)
 	// Without one of the kept next hops, the others stay.
 	gone := slices.Index(many, want[0])
 	fewer, _ := capNextHops(prefix, vip("192.0.2.30/32", slices.Delete(slices.Clone(many), gone, gone+1)...)[0].NextHops)

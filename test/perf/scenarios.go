@@ -173,7 +173,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		}
 	}
 	if *heapProfile != "" {
-		if err := b.saveHeapProfile(ccm, *heapProfile); err != nil {
+		if err := b.saveProfile(ccm, "heap", *heapProfile); err != nil {
 			return err
 		}
 	}
@@ -493,11 +493,6 @@ func (b *bench) joinScenarios(run int) error {
 	b.record("routes", fmt.Sprintf("peer has all %d pod-CIDR routes", *joins), "s", routed.Seconds())
 	ccm.Stop()
 	return b.deleteNodes("jn", *joins)
-}
-
-// saveHeapProfile fetches the CCM's heap profile from its secure port.
-func (b *bench) saveHeapProfile(ccm *framework.Process, path string) error {
-	return b.saveProfile(ccm, "heap", path)
 }
 
 // saveProfile fetches one of the CCM's pprof profiles (heap, or profile
