@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,7 +39,7 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	defer cluster.Stop()
-	if _, err := cluster.Kubectl("apply", "-f", filepath.Join(framework.RepoRoot(), "deploy", "rbac.yaml")); err != nil {
+	if err := cluster.Install(); err != nil {
 		return fail(err)
 	}
 	if net1, err = buildSite(cluster.AdminConfig.Host); err != nil {

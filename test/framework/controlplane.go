@@ -98,6 +98,28 @@ func (c *Cluster) Audit() ([]AuditEvent, error) {
 	return out, nil
 }
 
+// CCMUser is who the tests' CCMs are: the ServiceAccount of deploy/rbac.yaml.
+const CCMUser = "system:serviceaccount:kube-system:baremetal-cloud-controller-manager"
+
+// Writes is the write requests user made since from, from the audit log.
+func (c *Cluster) Writes(user string, from time.Time) ([]AuditEvent, error) {
+	events, err := c.Audit()
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditEvent
+	for _, ev := range events {
+		if ev.User.Username != user || ev.StageTimestamp.Before(from) {
+			continue
+		}
+		switch ev.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
 // StartCluster starts a new control plane.
 func StartCluster() (*Cluster, error) {
 	if err := EnsureTools(); err != nil {

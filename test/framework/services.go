@@ -43,20 +43,22 @@ func LBService(ns, name string) *v1.Service {
 	}
 }
 
-// CreateLBService creates LBService(ns, name), changed by mutate, and
-// deletes it when the test ends.
-func CreateLBService(t testing.TB, c kubernetes.Interface, ns, name string, mutate func(*v1.Service)) {
+// CreateLBService creates LBService(ns, name), changed by mutate, deletes
+// it when the test ends, and returns it as created.
+func CreateLBService(t testing.TB, c kubernetes.Interface, ns, name string, mutate func(*v1.Service)) *v1.Service {
 	t.Helper()
 	svc := LBService(ns, name)
 	if mutate != nil {
 		mutate(svc)
 	}
-	if _, err := c.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+	created, err := c.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("creating Service %s/%s: %v", ns, name, err)
 	}
 	// Runs before the CCM is stopped (cleanups run last-in first-out), so
 	// that the CCM removes its finalizer.
 	t.Cleanup(func() { ForgetService(c, ns, name) })
+	return created
 }
 
 // ForgetService deletes a Service even when no CCM runs any more to

@@ -45,7 +45,7 @@ func startSuite() (*Suite, error) {
 		return nil, err
 	}
 	s := &Suite{Cluster: cluster, Binary: binary}
-	if _, err := cluster.Kubectl("apply", "-f", filepath.Join(RepoRoot(), "deploy", "rbac.yaml")); err != nil {
+	if err := cluster.Install(); err != nil {
 		cluster.Stop()
 		return nil, err
 	}
@@ -54,6 +54,18 @@ func startSuite() (*Suite, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Install applies what the README's install applies before the CCM runs:
+// its rights and the policy that gives new LoadBalancer Services their
+// cleanup finalizer.
+func (c *Cluster) Install() error {
+	for _, f := range []string{"rbac.yaml", "load-balancer-finalizer.yaml"} {
+		if _, err := c.Kubectl("apply", "-f", filepath.Join(RepoRoot(), "deploy", f)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // StartReplica starts a CCM replica for the test and stops it when the

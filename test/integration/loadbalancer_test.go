@@ -63,9 +63,9 @@ func lbNode(t *testing.T, name string, ready bool, n int) {
 	}})
 }
 
-func createLBService(t *testing.T, ns, name string, mutate func(*v1.Service)) {
+func createLBService(t *testing.T, ns, name string, mutate func(*v1.Service)) *v1.Service {
 	t.Helper()
-	framework.CreateLBService(t, suite.Cluster.Admin, ns, name, mutate)
+	return framework.CreateLBService(t, suite.Cluster.Admin, ns, name, mutate)
 }
 
 func patchService(t *testing.T, ns, name, patch string) {
@@ -157,6 +157,60 @@ func TestLoadBalancerAnnouncedToPeer(t *testing.T) {
 	})
 	if got := waitIngress(t, ns, "reuses", 1); got[0] != apiIP {
 		t.Errorf("the address api gave up was not free: reuses got %v", got)
+	}
+}
+
+// TestLoadBalancerFinalizerFromAdmission: deploy/load-balancer-finalizer.yaml
+// (applied by the suite, as by the README's install) gives a new
+// LoadBalancer Service the cleanup finalizer as it is created, so the CCM
+// writes the Service once, its status; a Service of another
+// loadBalancerClass is left alone; deleting still frees the address.
+func TestLoadBalancerFinalizerFromAdmission(t *testing.T) {
+	const ns = "lb-finalizer"
+	const finalizer = "service.kubernetes.io/load-balancer-cleanup"
+	s := newLBSite(t, ns)
+	lbNode(t, "fin-1", true, 1)
+	s.startCCM("ccm")
+	from := time.Now()
+	if web := createLBService(t, ns, "web", nil); !slices.Contains(web.Finalizers, finalizer) {
+		t.Errorf("Service web was created with finalizers %v, want %s from the admission policy", web.Finalizers, finalizer)
+	}
+	other := createLBService(t, ns, "other", func(svc *v1.Service) { svc.Spec.LoadBalancerClass = ptr.To("example.com/other") })
+	if len(other.Finalizers) > 0 {
+		t.Errorf("Service other, of loadBalancerClass example.com/other, was created with finalizers %v", other.Finalizers)
+	}
+	ip := waitIngress(t, ns, "web", 1)[0]
+	s.waitRoute(ip+"/32", "203.0.113.1")
+
+	written := func(name string) []string {
+		events, err := suite.Cluster.Writes(framework.CCMUser, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, ev := range events {
+			if ev.ObjectRef.Resource == "services" && ev.ObjectRef.Namespace == ns && ev.ObjectRef.Name == name {
+				out = append(out, ev.Verb+" services/"+ev.ObjectRef.Subresource)
+			}
+		}
+		return out
+	}
+	framework.Eventually(t, waitTimeout, "the CCM's status write in the audit log", func() (bool, string) {
+		got := written("web")
+		return len(got) > 0, fmt.Sprint(got)
+	})
+	if got, want := written("web"), []string{"patch services/status"}; !slices.Equal(got, want) {
+		t.Errorf("the CCM wrote %v to Service web, want only %v", got, want)
+	}
+	if got := written("other"); len(got) > 0 {
+		t.Errorf("the CCM wrote %v to Service other, which is another loadBalancerClass's", got)
+	}
+
+	deleteService(t, ns, "web")
+	s.waitRoute(ip + "/32")
+	createLBService(t, ns, "next", nil)
+	if got := waitIngress(t, ns, "next", 1); got[0] != ip {
+		t.Errorf("the address web gave up was not free: next got %v, want %s", got, ip)
 	}
 }
 

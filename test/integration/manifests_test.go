@@ -17,8 +17,8 @@ import (
 // the way the README says to.
 func TestManifestsApply(t *testing.T) {
 	deploy := filepath.Join(framework.RepoRoot(), "deploy")
-	// rbac.yaml was applied by TestMain; applying again must be clean too.
-	for _, f := range []string{"rbac.yaml", "deployment.yaml", "static-pod.yaml"} {
+	// rbac.yaml and load-balancer-finalizer.yaml were applied by TestMain; applying again must be clean too.
+	for _, f := range []string{"rbac.yaml", "load-balancer-finalizer.yaml", "deployment.yaml", "static-pod.yaml"} {
 		if out, err := suite.Cluster.Kubectl("apply", "-f", filepath.Join(deploy, f)); err != nil {
 			t.Errorf("applying deploy/%s: %v", f, err)
 		} else {

@@ -102,7 +102,7 @@ func run() error {
 		return err
 	}
 	defer b.cluster.Stop()
-	if _, err := b.cluster.Kubectl("apply", "-f", filepath.Join(framework.RepoRoot(), "deploy", "rbac.yaml")); err != nil {
+	if err := b.cluster.Install(); err != nil {
 		return err
 	}
 	if b.kubeconfig, err = b.cluster.ServiceAccountKubeconfig(context.Background(), "kube-system", "baremetal-cloud-controller-manager"); err != nil {
