@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Suite is what a test package shares: the CCM binary, a control plane
@@ -58,15 +61,32 @@ func startSuite() (*Suite, error) {
 
 // Install applies what the README's install applies before the CCM runs:
 // its rights and the policy that gives new LoadBalancer Services their
-// cleanup finalizer.
+// cleanup finalizer, and waits until the API server applies the policy
+// (it loads new policies within a few seconds; Services created before
+// that do not get the finalizer).
 func (c *Cluster) Install() error {
 	for _, f := range []string{"rbac.yaml", "load-balancer-finalizer.yaml"} {
 		if _, err := c.Kubectl("apply", "-f", filepath.Join(RepoRoot(), "deploy", f)); err != nil {
 			return err
 		}
 	}
-	return nil
+	probe := LBService("default", "policy-probe")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		svc, err := c.Admin.CoreV1().Services("default").Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil && slices.Contains(svc.Finalizers, LBFinalizer) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("a LoadBalancer Service would be created with finalizers %v", svc.Finalizers)
+			}
+			return fmt.Errorf("deploy/load-balancer-finalizer.yaml is not in force after a minute: %w", err)
+		}
+	}
 }
+
+// LBFinalizer is the upstream service controller's cleanup finalizer.
+const LBFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 
 // StartReplica starts a CCM replica for the test and stops it when the
 // test ends. A replica refused anything by RBAC fails the test: it runs

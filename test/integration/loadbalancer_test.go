@@ -167,13 +167,12 @@ func TestLoadBalancerAnnouncedToPeer(t *testing.T) {
 // loadBalancerClass is left alone; deleting still frees the address.
 func TestLoadBalancerFinalizerFromAdmission(t *testing.T) {
 	const ns = "lb-finalizer"
-	const finalizer = "service.kubernetes.io/load-balancer-cleanup"
 	s := newLBSite(t, ns)
 	lbNode(t, "fin-1", true, 1)
 	s.startCCM("ccm")
 	from := time.Now()
-	if web := createLBService(t, ns, "web", nil); !slices.Contains(web.Finalizers, finalizer) {
-		t.Errorf("Service web was created with finalizers %v, want %s from the admission policy", web.Finalizers, finalizer)
+	if web := createLBService(t, ns, "web", nil); !slices.Contains(web.Finalizers, framework.LBFinalizer) {
+		t.Errorf("Service web was created with finalizers %v, want %s from the admission policy", web.Finalizers, framework.LBFinalizer)
 	}
 	other := createLBService(t, ns, "other", func(svc *v1.Service) { svc.Spec.LoadBalancerClass = ptr.To("example.com/other") })
 	if len(other.Finalizers) > 0 {
