@@ -71,18 +71,17 @@ func (c *Cluster) Install() error {
 		}
 	}
 	probe := LBService("default", "policy-probe")
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	err := Poll(time.Minute, 100*time.Millisecond, func() (bool, string) {
 		svc, err := c.Admin.CoreV1().Services("default").Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil && slices.Contains(svc.Finalizers, LBFinalizer) {
-			return nil
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = fmt.Errorf("a LoadBalancer Service would be created with finalizers %v", svc.Finalizers)
-			}
-			return fmt.Errorf("deploy/load-balancer-finalizer.yaml is not in force after a minute: %w", err)
-		}
+		return slices.Contains(svc.Finalizers, LBFinalizer), fmt.Sprintf("a LoadBalancer Service would be created with finalizers %v", svc.Finalizers)
+	})
+	if err != nil {
+		return fmt.Errorf("deploy/load-balancer-finalizer.yaml in force: %w", err)
 	}
+	return nil
 }
 
 // LBFinalizer is the upstream service controller's cleanup finalizer.

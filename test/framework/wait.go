@@ -1,26 +1,33 @@
 package framework
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
+
+// Poll calls cond every interval until it holds, or until timeout has
+// passed, then returns an error with the last thing cond said.
+func Poll(timeout, interval time.Duration, cond func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not so after %s: %s", timeout, msg)
+		}
+		time.Sleep(interval)
+	}
+}
 
 // Eventually polls cond until it holds or timeout passes, then fails the
 // test with the last thing cond said.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not so after %s: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := Poll(timeout, 200*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 

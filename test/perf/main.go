@@ -187,15 +187,9 @@ func (b *bench) startCCM(name, cloudConfig string, extra ...string) (*framework.
 	return p, waitFor(2*time.Minute, func() bool { return p.LogContains("Successfully acquired lease") })
 }
 
+// waitFor polls cond every 100 ms, the resolution of the bench's timings.
 func waitFor(timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not done after %s", timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil
+	return framework.Poll(timeout, 100*time.Millisecond, func() (bool, string) { return cond(), "" })
 }
 
 func nodeIP(i int) string { return fmt.Sprintf("198.18.%d.%d", i/250, i%250+1) }
