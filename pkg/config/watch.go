@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,28 +12,65 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
+// Settle is how long a file written in place must stay the same before it
+// is read as whole. Editors and scp write in place, in chunks, and a
+// prefix of a YAML file often parses: read too early, it would drop the
+// machines, pools and peers of the part not yet written.
+const Settle = 2 * time.Second
+
 // Watcher reloads a cloud-config file when it changes. It watches the
 // file's directory, not the file, so that it follows the atomic "..data"
 // symlink swap by which the kubelet updates a mounted ConfigMap or Secret,
 // and it also polls, in case the directory itself is replaced.
+//
+// A file that is replaced whole (the "..data" swap, or a complete file
+// renamed over the path) is read at once. A file that is written, in place
+// or as a new file at the path, is read only once it has stayed the same
+// for Settle.
 type Watcher struct {
 	Path string
 	// Poll is how often the file is re-read even without a change event.
 	Poll time.Duration
+	// Settle is how long a written file must stay the same; Settle above
+	// unless set.
+	Settle time.Duration
 	// OnReload is called with every new config that loads and validates.
 	OnReload func(*Config)
 	// OnError is called when the file changed but cannot be used; the
 	// config in force stays as it is. It is called once per distinct error.
 	OnError func(error)
+	// OnRecovered is called when, after an error, the file holds the
+	// config in force again (its bytes were put back).
+	OnRecovered func()
 
 	good    []byte // content of the config in force
 	lastErr string
+	seen    snapshot  // the file as last read
+	written bool      // a write to the file's name was seen since it was read
+	blind   bool      // no change events: every change counts as a write
+	changed time.Time // when seen was last found changed by a write; zero once used
+}
+
+// snapshot is the file as read once: which file the path led to, and its
+// bytes.
+type snapshot struct {
+	target string
+	info   os.FileInfo
+	data   []byte
 }
 
 // NewWatcher returns a watcher for the file whose current content is
 // already in force as initial.
 func NewWatcher(path string, initial []byte) *Watcher {
-	return &Watcher{Path: path, Poll: 10 * time.Second, good: initial}
+	w := &Watcher{Path: path, Poll: 10 * time.Second, good: initial}
+	if s, err := readSnapshot(path); err == nil {
+		w.seen = s
+		if !bytes.Equal(s.data, initial) {
+			// Written since it was loaded: let it settle.
+			w.changed = time.Now()
+		}
+	}
+	return w
 }
 
 // LoadWithContent is Load that also returns the bytes it parsed, to seed a
@@ -49,46 +87,112 @@ func LoadWithContent(path string) (*Config, []byte, error) {
 	return cfg, data, nil
 }
 
+func readSnapshot(path string) (snapshot, error) {
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return snapshot{}, err
+	}
+	f, err := os.Open(target)
+	if err != nil {
+		return snapshot{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return snapshot{}, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return snapshot{}, err
+	}
+	return snapshot{target: target, info: info, data: data}, nil
+}
+
 // Run watches until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
+	if w.Settle == 0 {
+		w.Settle = Settle
+	}
 	events := make(<-chan fsnotify.Event)
 	errorsCh := make(<-chan error)
+	w.blind = true
 	if fw, err := fsnotify.NewWatcher(); err == nil {
 		defer fw.Close()
 		if err := fw.Add(filepath.Dir(w.Path)); err == nil {
 			events, errorsCh = fw.Events, fw.Errors
+			w.blind = false
 		}
 	}
 	poll := time.NewTicker(w.Poll)
 	defer poll.Stop()
 	// Change events come in bursts (create, write, chmod, rename): read
-	// once the burst has settled.
-	settle := time.NewTimer(time.Hour)
-	settle.Stop()
+	// once the burst has settled, or when a written file may have.
+	next := time.NewTimer(time.Hour)
+	next.Stop()
+	if !w.changed.IsZero() {
+		next.Reset(w.Settle)
+	}
+	name := filepath.Base(w.Path)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-events:
-			settle.Reset(100 * time.Millisecond)
+		case ev := <-events:
+			if ev.Has(fsnotify.Write) && filepath.Base(ev.Name) == name {
+				w.written = true
+			}
+			next.Reset(100 * time.Millisecond)
 		case <-errorsCh:
-		case <-settle.C:
-			w.check()
+		case <-next.C:
+			if wait := w.check(time.Now()); wait > 0 {
+				next.Reset(wait)
+			}
 		case <-poll.C:
-			w.check()
+			if wait := w.check(time.Now()); wait > 0 {
+				next.Reset(wait)
+			}
 		}
 	}
 }
 
-// check re-reads the file and applies it if it changed and is valid.
-func (w *Watcher) check() {
-	data, err := os.ReadFile(w.Path)
+// check re-reads the file and puts it in force if it changed, is whole and
+// is valid. It returns how soon to look again when a written file has not
+// settled yet.
+func (w *Watcher) check(now time.Time) time.Duration {
+	s, err := readSnapshot(w.Path)
 	if err != nil {
+		w.seen, w.changed = snapshot{}, time.Time{}
 		w.fail(fmt.Errorf("reading cloud config: %w", err))
-		return
+		return 0
 	}
+	sameFile := w.seen.info != nil && w.seen.target == s.target && os.SameFile(w.seen.info, s.info)
+	switch {
+	case sameFile && bytes.Equal(s.data, w.seen.data) && !w.written:
+		if !w.changed.IsZero() {
+			if wait := w.Settle - now.Sub(w.changed); wait > 0 {
+				return wait
+			}
+		}
+	case sameFile || w.written || w.blind:
+		// Being written: wait until it has stayed the same for Settle.
+		w.seen, w.written, w.changed = s, false, now
+		return w.Settle
+	}
+	// Replaced whole, or written and settled.
+	w.seen, w.changed = s, time.Time{}
+	w.use(s.data)
+	return 0
+}
+
+// use puts data in force if it is a new, valid config.
+func (w *Watcher) use(data []byte) {
 	if bytes.Equal(data, w.good) {
-		w.lastErr = ""
+		if w.lastErr != "" {
+			w.lastErr = ""
+			if w.OnRecovered != nil {
+				w.OnRecovered()
+			}
+		}
 		return
 	}
 	cfg, err := Parse(data)
