@@ -55,8 +55,11 @@ func controllerInitializers(pvLabel *pvLabelOptions) map[string]app.ControllerIn
 		if clientName, ok := clientNames[name]; ok {
 			c.InitContext.ClientName = clientName
 		}
-		if name == names.ServiceLBController {
+		switch name {
+		case names.ServiceLBController:
 			c.Constructor = eventsApart(c.Constructor)
+		case names.CloudNodeController:
+			c.Constructor = startCloudNodeController
 		}
 		constructors[name] = c
 	}

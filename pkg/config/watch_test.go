@@ -131,24 +131,6 @@ func machineNames(c *Config) []string {
 
 const threeMachines = "inventory:\n  machines:\n  - name: a\n  - name: b\n  - name: c\n"
 
-// writeInChunks writes content to path the way scp or an editor saving in
-// place does: truncate, then the bytes in pieces with pauses between them.
-// Each piece ends at a point where what was written so far parses.
-func writeInChunks(t *testing.T, f *os.File, content string, pieces []int, pause time.Duration) {
-	t.Helper()
-	if err := f.Truncate(0); err != nil {
-		t.Fatal(err)
-	}
-	start := 0
-	for _, end := range append(pieces, len(content)) {
-		if _, err := f.WriteAt([]byte(content[start:end]), int64(start)); err != nil {
-			t.Fatal(err)
-		}
-		start = end
-		time.Sleep(pause)
-	}
-}
-
 func TestWatcherWaitsForInPlaceWriteToSettle(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cloud.yaml")
 	initial := []byte("inventory:\n  machines:\n  - name: z\n")
@@ -164,12 +146,9 @@ func TestWatcherWaitsForInPlaceWriteToSettle(t *testing.T) {
 		}
 	}
 	got := watch(t, path, initial, Settle)
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
+	if err := framework.WriteInPlace(path, threeMachines, []int{prefix1, prefix2}, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	writeInChunks(t, f, threeMachines, []int{prefix1, prefix2}, 200*time.Millisecond)
 
 	select {
 	case c := <-got.reloads:
@@ -200,12 +179,9 @@ func TestWatcherWaitsForNewFileWrittenAtPath(t *testing.T) {
 	if err := os.Rename(path, path+"~"); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	if err := framework.WriteInPlace(path, threeMachines, []int{strings.Index(threeMachines, "  - name: b")}, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	writeInChunks(t, f, threeMachines, []int{strings.Index(threeMachines, "  - name: b")}, 200*time.Millisecond)
 	for {
 		select {
 		case c := <-got.reloads:

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -20,14 +21,24 @@ import (
 // one already loaded: a file that cannot be read never turns into "this
 // instance does not exist", which would delete Nodes.
 
-// InstanceExists reports whether the Node's machine is in the inventory.
-// Under "unlistedNodes: allow" every Node exists.
+// InstanceExists answers false only for a Node whose machine a config in
+// force removed from the inventory at least removalGrace ago: the upstream
+// node-lifecycle controller deletes every NotReady Node for which this is
+// false, and a kubelet registers its Node NotReady. A Node that matches no
+// machine and never did (unlisted), or that is not initialised yet, exists.
 func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
+	keys := nodeKeys(node)
 	inv := c.inventory()
-	if _, ok := inv.FindMachine(nodeKeys(node)); ok {
+	if _, ok := inv.FindMachine(keys); ok || inv.UnlistedNodes() == config.UnlistedAllow {
 		return true, nil
 	}
-	return inv.UnlistedNodes() == config.UnlistedAllow, nil
+	if initialised(node) {
+		if m, ok := c.departed.find(keys, time.Now()); ok {
+			klog.InfoS("Node's machine was removed from the inventory; it no longer exists", "node", klog.KObj(node), "machine", m.Name)
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // InstanceShutdown reports whether the Node's machine is recorded as off.
@@ -91,6 +102,15 @@ func checkNodeIP(m *config.Machine, node *v1.Node) error {
 	return nil
 }
 
+// machineAddresses are a machine's inventory addresses as Node addresses.
+func machineAddresses(m *config.Machine) []v1.NodeAddress {
+	var out []v1.NodeAddress
+	for _, a := range m.Addresses {
+		out = append(out, v1.NodeAddress{Type: v1.NodeAddressType(a.Type), Address: a.Address})
+	}
+	return out
+}
+
 func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMetadata {
 	md := &cloudprovider.InstanceMetadata{
 		ProviderID:   m.EffectiveProviderID(),
@@ -98,9 +118,7 @@ func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMe
 		Zone:         m.Zone,
 		Region:       m.Region,
 	}
-	for _, a := range m.Addresses {
-		md.NodeAddresses = append(md.NodeAddresses, v1.NodeAddress{Type: v1.NodeAddressType(a.Type), Address: a.Address})
-	}
+	md.NodeAddresses = machineAddresses(m)
 	if len(md.NodeAddresses) == 0 {
 		// Keep what the kubelet reported.
 		md.NodeAddresses = node.Status.Addresses
@@ -112,6 +130,12 @@ func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMe
 		}
 	}
 	return md
+}
+
+// initialised is whether the cloud node controller has initialised the
+// Node: it takes the uninitialized taint off once it has.
+func initialised(node *v1.Node) bool {
+	return !slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudapi.TaintExternalCloudProvider })
 }
 
 func nodeKeys(node *v1.Node) inventory.NodeKeys {

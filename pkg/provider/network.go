@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -19,10 +20,12 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/ipam"
 )
 
@@ -34,6 +37,7 @@ type network struct {
 
 	mu       sync.Mutex
 	cfg      *config.Config
+	inv      *inventory.Inventory
 	alloc    *ipam.Allocator
 	services map[string]*lbService
 	routes   map[string]*route // by pod CIDR
@@ -54,9 +58,10 @@ type network struct {
 	informed chan struct{}
 }
 
-func newNetwork(cfg *config.Config) *network {
+func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 	return &network{
 		cfg:      cfg,
+		inv:      inv,
 		alloc:    ipam.New(cfg.LoadBalancer.Pools),
 		services: map[string]*lbService{},
 		routes:   map[string]*route{},
@@ -85,7 +90,7 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 		// A kubelet creates its Node before it reports it Ready; only then
 		// does it change any next hop.
 		AddFunc: func(obj any) {
-			if node := obj.(*v1.Node); nodeEligible(node) && nodeReady(node) {
+			if node := obj.(*v1.Node); nodeEligible(node) && nodeReady(node) && initialised(node) {
 				n.announce()
 			}
 		},
@@ -105,7 +110,7 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 
 // nodeRouting is what of a Node matters to its next hops.
 func nodeRouting(node *v1.Node) string {
-	return fmt.Sprint(nodeReady(node), node.Status.Addresses, nodeEligible(node))
+	return fmt.Sprint(nodeReady(node), node.Status.Addresses, nodeEligible(node), initialised(node), node.Spec.ProviderID)
 }
 
 // start rebuilds the allocations from the Services' status, then starts
@@ -195,11 +200,11 @@ func (n *network) rebuild() {
 	n.rebuildRoutes()
 }
 
-// reload puts a new config in force: pools, attributes and peers change,
-// allocations stay.
-func (n *network) reload(ctx context.Context, cfg *config.Config) {
+// reload puts a new config in force: pools, attributes, peers and the
+// machines that may be next hops change, allocations stay.
+func (n *network) reload(ctx context.Context, cfg *config.Config, inv *inventory.Inventory) {
 	n.mu.Lock()
-	n.cfg = cfg
+	n.cfg, n.inv = cfg, inv
 	n.warnOutsidePools(n.alloc.SetPools(cfg.LoadBalancer.Pools))
 	n.mu.Unlock()
 	n.setPeers(ctx, cfg.BGP)
@@ -393,16 +398,39 @@ type eligibleNode struct {
 	ips  []netip.Addr
 }
 
-// readyNodes is every Ready Node that may be a next hop.
+// readyNodes is every Ready Node that may be a next hop. Callers hold n.mu.
 func (n *network) readyNodes() []eligibleNode {
 	all, _ := n.nodes.List(labels.Everything())
 	var out []eligibleNode
 	for _, node := range all {
-		if nodeEligible(node) && nodeReady(node) {
-			out = append(out, eligibleNode{name: node.Name, ips: nodeIPs(node)})
+		if !nodeEligible(node) || !nodeReady(node) {
+			continue
+		}
+		if addrs, err := n.cloudAddresses(node); err == nil {
+			out = append(out, eligibleNode{name: node.Name, ips: nodeIPs(addrs)})
 		}
 	}
 	return out
+}
+
+// cloudAddresses are the addresses of a Node that the cloud stands behind:
+// its machine's inventory addresses, or, for a machine that lists none and
+// for an allowed unlisted Node, those it was initialised with. A Node the
+// cloud has not initialised, or whose machine left the inventory, has none:
+// a cloud load balancer sends nothing to an instance it does not know, so
+// it is no next hop and no route target. Callers hold n.mu.
+func (n *network) cloudAddresses(node *v1.Node) ([]v1.NodeAddress, error) {
+	if !initialised(node) {
+		return nil, fmt.Errorf("the Node is not initialised by the cloud yet (it has the taint %s)", cloudapi.TaintExternalCloudProvider)
+	}
+	m, ok := n.inv.FindMachine(nodeKeys(node))
+	switch {
+	case ok && len(m.Addresses) > 0:
+		return machineAddresses(m), nil
+	case ok || n.inv.UnlistedNodes() == config.UnlistedAllow:
+		return node.Status.Addresses, nil
+	}
+	return nil, errors.New("the Node matches no machine of inventory.machines")
 }
 
 // nextHops is the addresses of the ready nodes that serve s: all of them
@@ -463,11 +491,11 @@ func nodeReady(node *v1.Node) bool {
 
 // nodeIPs are the next-hop addresses of a node: its InternalIPs, one per
 // family, or else its ExternalIPs.
-func nodeIPs(node *v1.Node) []netip.Addr {
+func nodeIPs(addresses []v1.NodeAddress) []netip.Addr {
 	pick := func(t v1.NodeAddressType) []netip.Addr {
 		var out []netip.Addr
 		seen := map[bool]bool{}
-		for _, a := range node.Status.Addresses {
+		for _, a := range addresses {
 			if a.Type != t {
 				continue
 			}

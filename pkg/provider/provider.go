@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +61,7 @@ func newFromReader(r io.Reader) (cloudprovider.Interface, error) {
 type Cloud struct {
 	configPath string
 	inv        atomic.Pointer[inventory.Inventory]
+	departed   departures
 	watcher    *config.Watcher
 	net        *network
 
@@ -79,16 +81,18 @@ func New(path string) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cloud{configPath: path, net: newNetwork(cfg)}
+	inv := inventory.New(cfg.Inventory)
+	c := &Cloud{configPath: path, net: newNetwork(cfg, inv)}
 	c.net.eventf = func(ref *v1.ObjectReference, eventType, reason, format string, args ...any) {
 		c.eventf(ref, eventType, reason, format, args...)
 	}
-	c.inv.Store(inventory.New(cfg.Inventory))
+	c.inv.Store(inv)
 	configLoaded(true)
 	klog.InfoS("Loaded cloud config", "path", path, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
 	c.watcher = config.NewWatcher(path, data)
 	c.watcher.OnReload = c.apply
 	c.watcher.OnError = c.reloadFailed
+	c.watcher.OnRecovered = c.recovered
 	return c, nil
 }
 
@@ -96,8 +100,11 @@ func (c *Cloud) inventory() *inventory.Inventory { return c.inv.Load() }
 
 // apply puts a new, valid config in force.
 func (c *Cloud) apply(cfg *config.Config) {
-	c.inv.Store(inventory.New(cfg.Inventory))
-	c.net.reload(context.Background(), cfg)
+	cfg = c.keepRoutesSetting(cfg)
+	inv := inventory.New(cfg.Inventory)
+	c.departed.update(c.inventory(), inv, time.Now())
+	c.inv.Store(inv)
+	c.net.reload(context.Background(), cfg, inv)
 	configLoaded(true)
 	klog.InfoS("Reloaded cloud config", "path", c.configPath, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
 	c.mu.Lock()
@@ -113,12 +120,24 @@ func (c *Cloud) apply(cfg *config.Config) {
 func (c *Cloud) reloadFailed(err error) {
 	configLoaded(false)
 	klog.ErrorS(err, "Cloud config not reloaded; the last good config stays in force", "path", c.configPath)
+	c.podEvent(v1.EventTypeWarning, "InvalidCloudConfig", "cloud config %s not reloaded, the last good one stays in force: %v", c.configPath, err)
+}
+
+// recovered reports a file that holds the config in force again.
+func (c *Cloud) recovered() {
+	configValid.Set(1)
+	klog.InfoS("Cloud config is back to the config in force", "path", c.configPath)
+}
+
+// podEvent records an Event on the CCM's own Pod, where a user looks for
+// what the CCM says of its config.
+func (c *Cloud) podEvent(eventType, reason, format string, args ...any) {
 	name, ns := os.Getenv(envPodName), os.Getenv(envPodNamespace)
 	if name == "" || ns == "" {
 		return
 	}
 	pod := &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns}
-	c.eventf(pod, v1.EventTypeWarning, "InvalidCloudConfig", "cloud config %s not reloaded, the last good one stays in force: %v", c.configPath, err)
+	c.eventf(pod, eventType, reason, format, args...)
 }
 
 // OnInventoryChange registers f to be called after every successful reload.

@@ -59,7 +59,9 @@ func TestInstances(t *testing.T) {
 			{node: node("renamed", "", v1.NodeAddress{Type: v1.NodeInternalIP, Address: "10.0.0.1"}), exists: true, providerID: "baremetal://a", zone: "z1",
 				addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}}, labels: map[string]string{"example.com/rack": "r1"}},
 			{node: node("b", "", kubelet), exists: true, shutdown: true, providerID: "baremetal://b", zone: "z0", addresses: []v1.NodeAddress{kubelet}},
-			{node: node("gone", "baremetal://gone", kubelet), exists: policy == "allow", wantErr: policy == "reject",
+			// Unlisted, never listed: it exists (a kubelet registers its
+			// Node NotReady, and the lifecycle controller would delete it).
+			{node: node("gone", "baremetal://gone", kubelet), exists: true, wantErr: policy == "reject",
 				providerID: "baremetal://gone", zone: "z0", addresses: []v1.NodeAddress{kubelet}},
 		}
 		for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 )
 
 var _ cloudprovider.Routes = &Cloud{}
@@ -22,7 +23,6 @@ var _ cloudprovider.Routes = &Cloud{}
 type route struct {
 	node      string
 	cidr      netip.Prefix
-	nextHop   netip.Addr
 	addresses []v1.NodeAddress // the Node's addresses when it was created
 }
 
@@ -34,7 +34,10 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
 	return c, c.net.cfg.Routes != nil
 }
 
-// ListRoutes returns the routes announced for this cluster.
+// ListRoutes returns the routes announced for this cluster: those whose
+// Node the cloud still knows. The route controller creates the others
+// again, and its CreateRoute error keeps the Node's NetworkUnavailable
+// condition true while the route is not announced.
 func (c *Cloud) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Route, error) {
 	if err := c.net.waitReady(ctx); err != nil {
 		return nil, err
@@ -43,6 +46,9 @@ func (c *Cloud) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rout
 	defer c.net.mu.Unlock()
 	var out []*cloudprovider.Route
 	for _, r := range c.net.routes {
+		if _, err := c.net.routeNextHop(r); err != nil {
+			continue
+		}
 		out = append(out, &cloudprovider.Route{
 			Name: r.node + "/" + r.cidr.String(), TargetNode: types.NodeName(r.node), DestinationCIDR: r.cidr.String(),
 			EnableNodeAddresses: true, TargetNodeAddresses: r.addresses,
@@ -59,7 +65,7 @@ func (c *Cloud) CreateRoute(ctx context.Context, _ string, _ string, r *cloudpro
 	}
 	n := c.net
 	n.mu.Lock()
-	rt, err := n.newRoute(string(r.TargetNode), r.DestinationCIDR, r.TargetNodeAddresses)
+	rt, nextHop, err := n.newRoute(string(r.TargetNode), r.DestinationCIDR, r.TargetNodeAddresses)
 	if err == nil {
 		n.routes[rt.cidr.String()] = rt
 	}
@@ -67,7 +73,7 @@ func (c *Cloud) CreateRoute(ctx context.Context, _ string, _ string, r *cloudpro
 	if err != nil {
 		return err
 	}
-	klog.InfoS("Route created", "node", rt.node, "podCIDR", rt.cidr, "nextHop", rt.nextHop)
+	klog.InfoS("Route created", "node", rt.node, "podCIDR", rt.cidr, "nextHop", nextHop)
 	n.announce()
 	return nil
 }
@@ -88,27 +94,48 @@ func (c *Cloud) DeleteRoute(ctx context.Context, _ string, r *cloudprovider.Rout
 	return nil
 }
 
-// newRoute resolves the next hop of a Node's pod CIDR. Callers hold n.mu.
-func (n *network) newRoute(node, cidr string, addresses []v1.NodeAddress) (*route, error) {
+// newRoute is a Node's pod CIDR, with the next hop it has now. Callers hold
+// n.mu.
+func (n *network) newRoute(node, cidr string, addresses []v1.NodeAddress) (*route, netip.Addr, error) {
 	if n.cfg.Routes == nil {
-		return nil, fmt.Errorf("route %s to Node %s: routes are off in the cloud config (no routes section)", cidr, node)
+		return nil, netip.Addr{}, fmt.Errorf("route %s to Node %s: routes are off in the cloud config (no routes section)", cidr, node)
 	}
 	p, err := netip.ParsePrefix(cidr)
 	if err != nil {
-		return nil, fmt.Errorf("route to Node %s: %q is not a CIDR", node, cidr)
+		return nil, netip.Addr{}, fmt.Errorf("route to Node %s: %q is not a CIDR", node, cidr)
 	}
 	if len(addresses) == 0 {
 		if nd, err := n.nodes.Get(node); err == nil {
 			addresses = nd.Status.Addresses
 		}
 	}
+	rt := &route{node: node, cidr: p.Masked(), addresses: addresses}
+	hop, err := n.routeNextHop(rt)
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	return rt, hop, nil
+}
+
+// routeNextHop is where a route sends its pod CIDR now: the address of
+// routes.nextHopAddressType and the CIDR's family among the Node's
+// cloudAddresses. Callers hold n.mu.
+func (n *network) routeNextHop(r *route) (netip.Addr, error) {
+	node, err := n.nodes.Get(r.node)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("route %s to Node %s: %w", r.cidr, r.node, err)
+	}
+	addresses, err := n.cloudAddresses(node)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("route %s to Node %s: %w; it is routed once the cloud knows the Node", r.cidr, r.node, err)
+	}
 	want := v1.NodeAddressType(n.cfg.Routes.NextHopAddressType)
 	for _, a := range addresses {
-		if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == want && ip.Is4() == p.Addr().Is4() {
-			return &route{node: node, cidr: p.Masked(), nextHop: ip.Unmap(), addresses: addresses}, nil
+		if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == want && ip.Is4() == r.cidr.Addr().Is4() {
+			return ip.Unmap(), nil
 		}
 	}
-	return nil, fmt.Errorf("route %s to Node %s: the Node has no %s of that family (routes.nextHopAddressType)", cidr, node, want)
+	return netip.Addr{}, fmt.Errorf("route %s to Node %s: the Node has no %s of that family (routes.nextHopAddressType)", r.cidr, r.node, want)
 }
 
 // rebuildRoutes derives the routes from the Nodes' pod CIDRs, so that a new
@@ -125,7 +152,7 @@ func (n *network) rebuildRoutes() {
 	}
 	for _, node := range nodes {
 		for _, cidr := range node.Spec.PodCIDRs {
-			if rt, err := n.newRoute(node.Name, cidr, node.Status.Addresses); err == nil {
+			if rt, _, err := n.newRoute(node.Name, cidr, node.Status.Addresses); err == nil {
 				n.routes[rt.cidr.String()] = rt
 			}
 		}
@@ -141,7 +168,32 @@ func (n *network) routePaths() []bgp.Announcement {
 	attrs := attributesOf(n.cfg.Routes.BGP)
 	paths := make([]bgp.Announcement, 0, len(n.routes))
 	for _, r := range n.routes {
-		paths = append(paths, bgp.Announcement{Prefix: r.cidr, NextHops: []netip.Addr{r.nextHop}, Attributes: attrs})
+		if hop, err := n.routeNextHop(r); err == nil {
+			paths = append(paths, bgp.Announcement{Prefix: r.cidr, NextHops: []netip.Addr{hop}, Attributes: attrs})
+		}
 	}
 	return paths
+}
+
+// keepRoutesSetting returns cfg with the routes section in force kept on or
+// off as it was at start: the framework starts the route controller only
+// when Routes() says so at start, so a reload cannot switch routes on, and
+// switching them off would withdraw every pod route while the Nodes' status
+// still says their network is fine. Within a routes section, reloads apply.
+func (c *Cloud) keepRoutesSetting(cfg *config.Config) *config.Config {
+	c.net.mu.Lock()
+	inForce := c.net.cfg.Routes
+	c.net.mu.Unlock()
+	if (cfg.Routes == nil) == (inForce == nil) {
+		return cfg
+	}
+	kept := *cfg
+	kept.Routes = inForce
+	what := "removes the routes section; pod routes stay announced with the routes section in force"
+	if inForce == nil {
+		what = "adds a routes section; routes stay off"
+	}
+	klog.ErrorS(nil, "Cloud config switches routes on or off, which needs a restart of the CCM; the rest of it is in force", "path", c.configPath, "change", what)
+	c.podEvent(v1.EventTypeWarning, "CloudConfigNeedsRestart", "cloud config %s %s until the CCM restarts; the rest of it is in force", c.configPath, what)
+	return &kept
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // ConfigDir is a directory laid out the way the kubelet mounts a ConfigMap
@@ -46,4 +47,25 @@ func (d *ConfigDir) Write(content string) error {
 		os.RemoveAll(filepath.Join(d.Dir, old))
 	}
 	return nil
+}
+
+// WriteInPlace writes content over the file the path leads to, the way
+// scp or an editor saving in place does: it truncates the file, then
+// writes content in pieces, ending at the given offsets, with a pause
+// after each. The file is created if it does not exist.
+func WriteInPlace(path, content string, ends []int, pause time.Duration) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	start := 0
+	for _, end := range append(ends, len(content)) {
+		if _, err := f.WriteString(content[start:end]); err != nil {
+			return err
+		}
+		start = end
+		time.Sleep(pause)
+	}
+	return f.Close()
 }

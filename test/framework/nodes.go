@@ -15,9 +15,16 @@ import (
 
 // RegisterNode creates a Node the way a kubelet with
 // --cloud-provider=external does: with the uninitialized taint, then its
-// status.
+// status NotReady (its runtime and pod network are not up yet), then, if
+// ready, Ready.
 func RegisterNode(ctx context.Context, client kubernetes.Interface, name, providerID string, ready bool, addresses []v1.NodeAddress) error {
-	node := &v1.Node{
+	return RegisterNodeObject(ctx, client, KubeletNode(name, providerID), ready, addresses)
+}
+
+// KubeletNode is a Node as a kubelet with --cloud-provider=external
+// creates it, before its first status.
+func KubeletNode(name, providerID string) *v1.Node {
+	return &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1.NodeSpec{
 			ProviderID: providerID,
@@ -26,10 +33,18 @@ func RegisterNode(ctx context.Context, client kubernetes.Interface, name, provid
 			}},
 		},
 	}
+}
+
+// RegisterNodeObject is RegisterNode for a Node made by KubeletNode and
+// changed, e.g. annotated with the kubelet's --node-ip.
+func RegisterNodeObject(ctx context.Context, client kubernetes.Interface, node *v1.Node, ready bool, addresses []v1.NodeAddress) error {
 	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating Node %s: %w", name, err)
+		return fmt.Errorf("creating Node %s: %w", node.Name, err)
 	}
-	return SetNodeStatus(ctx, client, name, ready, addresses)
+	if err := SetNodeStatus(ctx, client, node.Name, false, addresses); err != nil || !ready {
+		return err
+	}
+	return SetNodeStatus(ctx, client, node.Name, true, nil)
 }
 
 // SetNodeStatus does what a kubelet's status update does: it sets the
@@ -64,7 +79,14 @@ func SetNodeStatus(ctx context.Context, client kubernetes.Interface, name string
 // test ends.
 func CreateNode(t testing.TB, client kubernetes.Interface, name, providerID string, ready bool, addresses []v1.NodeAddress) {
 	t.Helper()
-	if err := RegisterNode(context.Background(), client, name, providerID, ready, addresses); err != nil {
+	CreateNodeObject(t, client, KubeletNode(name, providerID), ready, addresses)
+}
+
+// CreateNodeObject is CreateNode for a Node made by KubeletNode and changed.
+func CreateNodeObject(t testing.TB, client kubernetes.Interface, node *v1.Node, ready bool, addresses []v1.NodeAddress) {
+	t.Helper()
+	name := node.Name
+	if err := RegisterNodeObject(context.Background(), client, node, ready, addresses); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

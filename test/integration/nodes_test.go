@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -71,48 +70,6 @@ inventory:
 	n3 := waitInitialized(t, "init-3.lab.example")
 	if n3.Spec.ProviderID != "baremetal://init-3" {
 		t.Errorf("init-3.lab.example matched by hostname should get baremetal://init-3, got %q", n3.Spec.ProviderID)
-	}
-}
-
-func TestUnlistedNodeRejectedThenAdmittedByReload(t *testing.T) {
-	const base = `
-inventory:
-  defaults: {zone: rack-a}
-  machines:
-  - name: listed-1
-`
-	s := newSite(t, base)
-	ccm := s.startCCM("ccm")
-	createNode(t, nodeSpec{name: "stray-1", ready: true, addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.21"}}})
-
-	framework.Eventually(t, waitTimeout, "Warning Event on the unlisted Node", func() (bool, string) {
-		ev := events(t, "", "stray-1", "MachineNotInInventory")
-		if len(ev) == 0 {
-			return false, "no MachineNotInInventory Event"
-		}
-		if ev[0].Type != v1.EventTypeWarning || !strings.Contains(ev[0].Message, `add a machine named "stray-1"`) || !strings.Contains(ev[0].Message, "inventory.machines") {
-			t.Fatalf("the Event does not say which inventory entry is missing: %s %q", ev[0].Type, ev[0].Message)
-		}
-		return true, ""
-	})
-	framework.Consistently(t, 3*time.Second, "the unlisted Node stays tainted and uninitialised", func() (bool, string) {
-		n, ok := getNode(t, "stray-1")
-		if !ok {
-			return false, "the Node was deleted"
-		}
-		return hasTaint(n, cloudapi.TaintExternalCloudProvider) && n.Spec.ProviderID == "", fmt.Sprintf("taints %v providerID %q", n.Spec.Taints, n.Spec.ProviderID)
-	})
-	if !ccm.LogContains("stray-1", "matches no entry of inventory.machines") {
-		t.Errorf("the log does not say why stray-1 is not initialised")
-	}
-
-	s.writeConfig(base + "  - name: stray-1\n    zone: rack-c\n")
-	n := waitInitialized(t, "stray-1")
-	if n.Spec.ProviderID != "baremetal://stray-1" || n.Labels[v1.LabelTopologyZone] != "rack-c" {
-		t.Errorf("after the reload stray-1 has provider ID %q and zone %q", n.Spec.ProviderID, n.Labels[v1.LabelTopologyZone])
-	}
-	if !ccm.LogContains("Reloaded cloud config") {
-		t.Errorf("the reload is not logged")
 	}
 }
 

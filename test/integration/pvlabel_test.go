@@ -9,7 +9,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/controllers/pvlabel"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
@@ -104,7 +106,36 @@ inventory:
 		return len(got) == 1 && got["app"] == "x", fmt.Sprintf("labels %v", got)
 	})
 
+	// The CCM marks what it labelled.
+	if got := pvAnnotations(t, "pv-csi")[pvlabel.LabelledAnnotation]; got != region+","+zone {
+		t.Errorf("pv-csi annotation %s=%q, want the keys it set", pvlabel.LabelledAnnotation, got)
+	}
+	// A user takes the zone off a volume the CCM labelled (say it is
+	// replicated to every zone).
+	if _, err := suite.Cluster.Admin.CoreV1().PersistentVolumes().Patch(context.Background(), "pv-csi", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+zone+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// A storage system added to the config labels the volumes it backs.
 	s.writeConfig(cfg + "  - name: far\n    zone: rack-f\n    nfs: {servers: [198.51.100.9]}\n")
 	waitPVLabels(t, "pv-unmatched", map[string]string{zone: "rack-f", region: "dc-1", "app": "x"})
+
+	// Neither that reload nor a new leader puts the removed label back.
+	s.ccms[0].Stop()
+	s.startCCM("ccm-next")
+	framework.Consistently(t, 4*time.Second, "the zone label the user removed stays removed", func() (bool, string) {
+		got := pvLabels(t, "pv-csi")
+		_, has := got[zone]
+		return !has && got[region] == "dc-1", fmt.Sprintf("labels %v", got)
+	})
+}
+
+func pvAnnotations(t *testing.T, name string) map[string]string {
+	t.Helper()
+	pv, err := suite.Cluster.Admin.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pv.Annotations
 }

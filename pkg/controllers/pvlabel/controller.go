@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,12 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 )
+
+// LabelledAnnotation marks a PersistentVolume the controller has labelled,
+// with the label keys it set. A volume with it is never labelled again: a
+// label a user removes afterwards stays removed. Removing the annotation
+// asks for the labels again.
+const LabelledAnnotation = "baremetal.cloudprovider.io/topology-labelled"
 
 // Controller labels PersistentVolumes with their zone and region.
 type Controller struct {
@@ -46,7 +53,8 @@ func New(informer coreinformers.PersistentVolumeInformer, client kubernetes.Inte
 		),
 	}
 	// Existing volumes arrive as adds when the informer starts. Updates are
-	// not watched: labels a user removes on purpose stay removed.
+	// not watched; and a volume labelled once carries LabelledAnnotation,
+	// so labels a user removes on purpose stay removed.
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 	}); err != nil {
@@ -114,8 +122,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-// sync adds the zone and region labels the volume lacks. A label that is
-// already set, by a user or earlier, is left as it is.
+// sync adds the zone and region labels the volume lacks, once. A label
+// that is already set, by a user or earlier, is left as it is, and so is a
+// volume this controller has labelled before.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	pv, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
@@ -123,6 +132,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if _, done := pv.Annotations[LabelledAnnotation]; done {
+		return nil
 	}
 	want, err := c.labeler.GetLabelsForVolume(ctx, pv)
 	if err != nil {
@@ -139,14 +151,19 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if len(missing) == 0 {
 		return nil
 	}
+	keys := slices.Sorted(maps.Keys(missing))
 	updated := pv.DeepCopy()
 	if updated.Labels == nil {
 		updated.Labels = map[string]string{}
 	}
 	maps.Copy(updated.Labels, missing)
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	updated.Annotations[LabelledAnnotation] = strings.Join(keys, ",")
 	if _, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating PersistentVolume %s: %w", name, err)
 	}
-	klog.InfoS("Labelled PersistentVolume with its topology", "persistentVolume", name, "labels", slices.Sorted(maps.Keys(missing)))
+	klog.InfoS("Labelled PersistentVolume with its topology", "persistentVolume", name, "labels", keys)
 	return nil
 }

@@ -71,3 +71,38 @@ func TestRetriesFailedUpdates(t *testing.T) {
 	}
 	t.Fatalf("labels never set after %d updates", updates.Load())
 }
+
+// A volume the controller labelled once is not labelled again, even when a
+// label it set was removed since; one it never labelled is.
+func TestLabelsOnce(t *testing.T) {
+	nfs := v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "nas"}}
+	removed := &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "removed", Labels: map[string]string{v1.LabelTopologyRegion: "r1"},
+			Annotations: map[string]string{LabelledAnnotation: v1.LabelTopologyRegion + "," + v1.LabelTopologyZone}},
+		Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: nfs},
+	}
+	fresh := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}, Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: nfs}}
+	client := fake.NewClientset(removed, fresh)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(factory.Core().V1().PersistentVolumes(), client, zoneLabeler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	for _, name := range []string{"removed", "fresh"} {
+		if err := c.sync(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := client.CoreV1().PersistentVolumes().Get(ctx, "removed", metav1.GetOptions{})
+	if _, ok := got.Labels[v1.LabelTopologyZone]; ok {
+		t.Errorf("the zone label removed from a labelled volume was put back: %v", got.Labels)
+	}
+	got, _ = client.CoreV1().PersistentVolumes().Get(ctx, "fresh", metav1.GetOptions{})
+	if got.Labels[v1.LabelTopologyZone] != "z1" || got.Annotations[LabelledAnnotation] != v1.LabelTopologyRegion+","+v1.LabelTopologyZone {
+		t.Errorf("the fresh volume: labels %v annotations %v", got.Labels, got.Annotations)
+	}
+}
