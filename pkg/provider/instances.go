@@ -132,12 +132,6 @@ func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMe
 	return md
 }
 
-// initialised is whether the cloud node controller has initialised the
-// Node: it takes the uninitialized taint off once it has.
-func initialised(node *v1.Node) bool {
-	return !slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudapi.TaintExternalCloudProvider })
-}
-
 func nodeKeys(node *v1.Node) inventory.NodeKeys {
 	k := inventory.NodeKeys{ProviderID: node.Spec.ProviderID, Name: node.Name}
 	for _, a := range node.Status.Addresses {

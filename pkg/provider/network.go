@@ -2,25 +2,21 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
-	cloudapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
@@ -106,11 +102,6 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 		UpdateFunc: func(_, cur any) { n.announce() },
 		DeleteFunc: onChange,
 	})
-}
-
-// nodeRouting is what of a Node matters to its next hops.
-func nodeRouting(node *v1.Node) string {
-	return fmt.Sprint(nodeReady(node), node.Status.Addresses, nodeEligible(node), initialised(node), node.Spec.ProviderID)
 }
 
 // start rebuilds the allocations from the Services' status, then starts
@@ -390,126 +381,6 @@ func attributesOf(a config.PoolBGP) bgp.Attributes {
 		out.LocalPref = *a.LocalPreference
 	}
 	return out
-}
-
-// eligibleNode is a Node that may be a next hop, with its addresses.
-type eligibleNode struct {
-	name string
-	ips  []netip.Addr
-}
-
-// readyNodes is every Ready Node that may be a next hop. Callers hold n.mu.
-func (n *network) readyNodes() []eligibleNode {
-	all, _ := n.nodes.List(labels.Everything())
-	var out []eligibleNode
-	for _, node := range all {
-		if !nodeEligible(node) || !nodeReady(node) {
-			continue
-		}
-		if addrs, err := n.cloudAddresses(node); err == nil {
-			out = append(out, eligibleNode{name: node.Name, ips: nodeIPs(addrs)})
-		}
-	}
-	return out
-}
-
-// cloudAddresses are the addresses of a Node that the cloud stands behind:
-// its machine's inventory addresses, or, for a machine that lists none and
-// for an allowed unlisted Node, those it was initialised with. A Node the
-// cloud has not initialised, or whose machine left the inventory, has none:
-// a cloud load balancer sends nothing to an instance it does not know, so
-// it is no next hop and no route target. Callers hold n.mu.
-func (n *network) cloudAddresses(node *v1.Node) ([]v1.NodeAddress, error) {
-	if !initialised(node) {
-		return nil, fmt.Errorf("the Node is not initialised by the cloud yet (it has the taint %s)", cloudapi.TaintExternalCloudProvider)
-	}
-	m, ok := n.inv.FindMachine(nodeKeys(node))
-	switch {
-	case ok && len(m.Addresses) > 0:
-		return machineAddresses(m), nil
-	case ok || n.inv.UnlistedNodes() == config.UnlistedAllow:
-		return node.Status.Addresses, nil
-	}
-	return nil, errors.New("the Node matches no machine of inventory.machines")
-}
-
-// nextHops is the addresses of the ready nodes that serve s: all of them
-// (also for s nil), or with externalTrafficPolicy Local those with a ready
-// endpoint of it, sorted.
-func (n *network) nextHops(s *lbService, ready []eligibleNode) []netip.Addr {
-	var local map[string]bool
-	if s != nil && s.etpLocal {
-		local = n.nodesWithReadyEndpoints(s.namespace, s.name)
-	}
-	var hops []netip.Addr
-	for _, node := range ready {
-		if local == nil || local[node.name] {
-			hops = append(hops, node.ips...)
-		}
-	}
-	slices.SortFunc(hops, netip.Addr.Compare)
-	return slices.Compact(hops)
-}
-
-func (n *network) nodesWithReadyEndpoints(namespace, name string) map[string]bool {
-	out := map[string]bool{}
-	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name})
-	list, _ := n.slices.EndpointSlices(namespace).List(sel)
-	for _, sl := range list {
-		for _, ep := range sl.Endpoints {
-			if ep.NodeName != nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
-				out[*ep.NodeName] = true
-			}
-		}
-	}
-	return out
-}
-
-// nodeEligible is the service controller's stable-node-set predicate: not
-// being deleted, not labelled out of load balancers, not tainted for
-// deletion by the cluster autoscaler.
-func nodeEligible(node *v1.Node) bool {
-	if !node.DeletionTimestamp.IsZero() {
-		return false
-	}
-	if v, ok := node.Labels[v1.LabelNodeExcludeBalancers]; ok {
-		if excluded, err := strconv.ParseBool(v); err != nil || excluded {
-			return false
-		}
-	}
-	return !slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == "ToBeDeletedByClusterAutoscaler" })
-}
-
-func nodeReady(node *v1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == v1.NodeReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// nodeIPs are the next-hop addresses of a node: its InternalIPs, one per
-// family, or else its ExternalIPs.
-func nodeIPs(addresses []v1.NodeAddress) []netip.Addr {
-	pick := func(t v1.NodeAddressType) []netip.Addr {
-		var out []netip.Addr
-		seen := map[bool]bool{}
-		for _, a := range addresses {
-			if a.Type != t {
-				continue
-			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil && !seen[ip.Is4()] {
-				seen[ip.Is4()] = true
-				out = append(out, ip.Unmap())
-			}
-		}
-		return out
-	}
-	if ips := pick(v1.NodeInternalIP); len(ips) > 0 {
-		return ips
-	}
-	return pick(v1.NodeExternalIP)
 }
 
 func serviceRef(namespace, name string) *v1.ObjectReference {

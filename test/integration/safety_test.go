@@ -16,9 +16,8 @@ import (
 
 // Nodes here register the way kubelets do: NotReady first, for as long as
 // a real node takes to bring up its runtime and pod network, then Ready.
-// The lifecycle controller looks every second, so that a wrong "does not
-// exist" deletes a Node within the test.
-var fastLifecycle = []string{"--node-monitor-period=1s"}
+// The test replicas' lifecycle controller looks every second
+// (framework.CCM), so a wrong "does not exist" deletes a Node at once.
 
 // nodesAllThere fails the check when any of the Nodes is gone.
 func nodesAllThere(t *testing.T, names ...string) func() (bool, string) {
@@ -40,7 +39,7 @@ inventory:
   - name: listed-1
 `
 	s := newSite(t, base)
-	ccm := s.startCCM("ccm", fastLifecycle...)
+	ccm := s.startCCM("ccm")
 	createNode(t, nodeSpec{name: "stray-1", ready: false, addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.21"}}})
 
 	framework.Eventually(t, waitTimeout, "Warning Event on the unlisted Node", func() (bool, string) {
@@ -94,7 +93,7 @@ inventory:
   - name: half-4
 `
 	s := newSite(t, whole)
-	ccm := s.startCCM("ccm", fastLifecycle...)
+	ccm := s.startCCM("ccm")
 	names := []string{"half-1", "half-2", "half-3", "half-4"}
 	for _, name := range names {
 		createNode(t, nodeSpec{name: name, ready: true})
@@ -137,7 +136,7 @@ inventory:
   - name: rm-ready
 `
 	s := newSite(t, kept+"  - name: rm-gone\n")
-	s.startCCM("ccm", fastLifecycle...)
+	s.startCCM("ccm")
 	for _, name := range []string{"rm-stays", "rm-ready", "rm-gone"} {
 		createNode(t, nodeSpec{name: name, ready: true})
 		waitInitialized(t, name)
