@@ -49,6 +49,21 @@ func (d *ConfigDir) Write(content string) error {
 	return nil
 }
 
+// MakePlain replaces the path's symlink with a plain file of the same
+// content, renamed over it, the way a static pod's hostPath config or a
+// file edited on the machine is laid out.
+func (d *ConfigDir) MakePlain() error {
+	data, err := os.ReadFile(d.Path())
+	if err != nil {
+		return err
+	}
+	tmp := d.Path() + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, d.Path())
+}
+
 // WriteInPlace writes content over the file the path leads to, the way
 // scp or an editor saving in place does: it truncates the file, then
 // writes content in pieces, ending at the given offsets, with a pause
