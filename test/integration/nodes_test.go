@@ -157,14 +157,7 @@ inventory:
 		{"empty", "", "the file is empty"},
 		{"unknown field", "inventory:\n  machine:\n  - name: keep-1\n", `inventory.machine: unknown field`},
 	}
-	stillThere := func() (bool, string) {
-		for _, name := range []string{"keep-1", "keep-2"} {
-			if _, ok := getNode(t, name); !ok {
-				return false, name + " was deleted"
-			}
-		}
-		return true, ""
-	}
+	stillThere := nodesAllThere(t, "keep-1", "keep-2")
 	for _, b := range bad {
 		s.writeConfig(b.content)
 		framework.Eventually(t, 20*time.Second, "the "+b.what+" config is reported in the log", func() (bool, string) {

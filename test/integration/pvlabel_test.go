@@ -34,14 +34,16 @@ func createPV(t *testing.T, name string, labels map[string]string, src v1.Persis
 	})
 }
 
-func pvLabels(t *testing.T, name string) map[string]string {
+func getPV(t *testing.T, name string) *v1.PersistentVolume {
 	t.Helper()
 	pv, err := suite.Cluster.Admin.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pv.Labels
+	return pv
 }
+
+func pvLabels(t *testing.T, name string) map[string]string { t.Helper(); return getPV(t, name).Labels }
 
 func waitPVLabels(t *testing.T, name string, want map[string]string) {
 	t.Helper()
@@ -107,7 +109,7 @@ inventory:
 	})
 
 	// The CCM marks what it labelled.
-	if got := pvAnnotations(t, "pv-csi")[pvlabel.LabelledAnnotation]; got != region+","+zone {
+	if got := getPV(t, "pv-csi").Annotations[pvlabel.LabelledAnnotation]; got != region+","+zone {
 		t.Errorf("pv-csi annotation %s=%q, want the keys it set", pvlabel.LabelledAnnotation, got)
 	}
 	// A user takes the zone off a volume the CCM labelled (say it is
@@ -129,13 +131,4 @@ inventory:
 		_, has := got[zone]
 		return !has && got[region] == "dc-1", fmt.Sprintf("labels %v", got)
 	})
-}
-
-func pvAnnotations(t *testing.T, name string) map[string]string {
-	t.Helper()
-	pv, err := suite.Cluster.Admin.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pv.Annotations
 }

@@ -26,6 +26,22 @@ func (zoneLabeler) GetLabelsForVolume(_ context.Context, pv *v1.PersistentVolume
 	return map[string]string{v1.LabelTopologyZone: "z1", v1.LabelTopologyRegion: "r1"}, nil
 }
 
+// startController makes a controller on client's informers and starts
+// them; the returned context ends with the test.
+func startController(t *testing.T, client *fake.Clientset) (context.Context, *Controller) {
+	t.Helper()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(factory.Core().V1().PersistentVolumes(), client, zoneLabeler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return ctx, c
+}
+
 // A unit test of the retry path, which a real API server will not produce
 // on demand: conflicts and server errors on update are retried until the
 // labels are set.
@@ -45,14 +61,7 @@ func TestRetriesFailedUpdates(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(factory.Core().V1().PersistentVolumes(), client, zoneLabeler{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	factory.Start(ctx.Done())
+	ctx, c := startController(t, client)
 	go c.Run(ctx, 1)
 
 	deadline := time.Now().Add(10 * time.Second)
@@ -83,15 +92,7 @@ func TestLabelsOnce(t *testing.T) {
 	}
 	fresh := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}, Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: nfs}}
 	client := fake.NewClientset(removed, fresh)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	c, err := New(factory.Core().V1().PersistentVolumes(), client, zoneLabeler{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	ctx, c := startController(t, client)
 	for _, name := range []string{"removed", "fresh"} {
 		if err := c.sync(ctx, name); err != nil {
 			t.Fatal(err)
