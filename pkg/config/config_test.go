@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const validConfig = `
@@ -114,6 +115,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{`loadBalancer.pools[0].bgp.communities[0]: "70000:1" is not a community`}},
 		{"bad peer", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.300, holdTime: 2s, addressFamilies: [l2vpn-evpn]}\n",
 			[]string{`bgp.peers[0].address: "192.0.2.300" is not an IP`, "bgp.peers[0].asn: is required", "bgp.peers[0].holdTime: 2s must be", `bgp.peers[0].addressFamilies[0]: "l2vpn-evpn"`}},
+		{"connect retry", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, connectRetryTime: -1s}\n  - {address: 192.0.2.2, asn: 1, connectRetryTime: 500ms}\n",
+			[]string{"bgp.peers[0].connectRetryTime: -1s must be whole seconds from 1s to 65535s", "bgp.peers[1].connectRetryTime: 500ms must be whole seconds"}},
 		{"bad duration", "bgp:\n  peers:\n  - {address: 192.0.2.1, asn: 1, holdTime: soon}\n", []string{`bgp.peers[0].holdTime (line 3): "soon" is not a duration`}},
 		{"missing password file", "bgp:\n  localASN: 1\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 2, passwordFile: /nonexistent/pw}\n", []string{"bgp.peers[0].passwordFile: reading the password"}},
 		{"two documents", "inventory: {}\n---\ninventory: {}\n", []string{"more than one YAML document"}},
@@ -174,5 +177,20 @@ func TestUnquotedOff(t *testing.T) {
 	}
 	if got := cfg.Inventory.Machines[0].PowerState; got != PowerOff {
 		t.Errorf("powerState: off read as %q", got)
+	}
+}
+
+// A hold time alone gets a keepalive BGP can send: whole seconds, a third
+// of the hold time rounded down.
+func TestKeepaliveDefaultsToWholeSeconds(t *testing.T) {
+	for hold, want := range map[string]time.Duration{"10s": 3 * time.Second, "3s": time.Second, "4s": time.Second, "90s": 30 * time.Second} {
+		cfg, err := Parse([]byte("bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, holdTime: " + hold + "}\n"))
+		if err != nil {
+			t.Errorf("holdTime %s alone: %v", hold, err)
+			continue
+		}
+		if got := cfg.BGP.Peers[0].KeepaliveTime.Duration; got != want {
+			t.Errorf("holdTime %s: keepalive %s, want %s", hold, got, want)
+		}
 	}
 }

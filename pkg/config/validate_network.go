@@ -38,7 +38,8 @@ func (c *Config) setNetworkDefaults() {
 			p.HoldTime.Duration = DefaultHoldTime
 		}
 		if p.KeepaliveTime.Duration == 0 {
-			p.KeepaliveTime.Duration = p.HoldTime.Duration / 3
+			// A third of the hold time, in the whole seconds BGP counts in.
+			p.KeepaliveTime.Duration = max((p.HoldTime.Duration / 3).Truncate(time.Second), time.Second)
 		}
 		if p.ConnectRetryTime.Duration == 0 {
 			p.ConnectRetryTime.Duration = DefaultConnectRetry
@@ -215,6 +216,9 @@ func (c *Config) validateNetwork(add reporter) {
 		}
 		if k := p.KeepaliveTime.Duration; k < time.Second || k >= p.HoldTime.Duration || k%time.Second != 0 {
 			add(pp.Child("keepaliveTime"), "%s must be whole seconds, at least 1s and shorter than holdTime", k)
+		}
+		if c := p.ConnectRetryTime.Duration; c < time.Second || c > 65535*time.Second || c%time.Second != 0 {
+			add(pp.Child("connectRetryTime"), "%s must be whole seconds from 1s to 65535s", c)
 		}
 		if r := p.GracefulRestart.RestartTime.Duration; r > 4095*time.Second || r%time.Second != 0 {
 			add(pp.Child("gracefulRestart", "restartTime"), "%s must be whole seconds up to 4095s", r)

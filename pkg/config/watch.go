@@ -129,36 +129,61 @@ func (w *Watcher) Run(ctx context.Context) {
 	// once the burst has settled, or when a written file may have.
 	next := time.NewTimer(time.Hour)
 	next.Stop()
+	var due time.Time // when next fires; zero when it is not set
+	reset := func(d time.Duration) { next.Reset(d); due = time.Now().Add(d) }
 	if !w.changed.IsZero() {
-		next.Reset(w.Settle)
+		reset(w.Settle)
 	}
 	name := filepath.Base(w.Path)
+	note := func(ev fsnotify.Event) {
+		if ev.Has(fsnotify.Write) && filepath.Base(ev.Name) == name {
+			w.written = true
+		}
+	}
+	check := func(polled bool) {
+		// Take in the events already queued: a write that came before the
+		// read below must count.
+		for drained := false; !drained; {
+			select {
+			case ev := <-events:
+				note(ev)
+			default:
+				drained = true
+			}
+		}
+		// A look asked for by a check never puts off one already due.
+		if wait := w.check(time.Now(), polled); wait > 0 && (due.IsZero() || time.Until(due) > wait) {
+			reset(wait)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-events:
-			if ev.Has(fsnotify.Write) && filepath.Base(ev.Name) == name {
-				w.written = true
-			}
-			next.Reset(100 * time.Millisecond)
+			note(ev)
+			reset(eventQuiet)
 		case <-errorsCh:
 		case <-next.C:
-			if wait := w.check(time.Now()); wait > 0 {
-				next.Reset(wait)
-			}
+			due = time.Time{}
+			check(false)
 		case <-poll.C:
-			if wait := w.check(time.Now()); wait > 0 {
-				next.Reset(wait)
-			}
+			check(true)
 		}
 	}
 }
 
+// eventQuiet is how long the change events must pause before the file is
+// read: a new file at the path counts as replaced whole only if no write
+// to it has come by then.
+const eventQuiet = 100 * time.Millisecond
+
 // check re-reads the file and puts it in force if it changed, is whole and
 // is valid. It returns how soon to look again when a written file has not
-// settled yet.
-func (w *Watcher) check(now time.Time) time.Duration {
+// settled yet. A poll does not judge a new file at the path: the change
+// events, a moment later, tell whether it was renamed there whole or is
+// being written.
+func (w *Watcher) check(now time.Time, polled bool) time.Duration {
 	s, err := readSnapshot(w.Path)
 	if err != nil {
 		w.seen, w.changed = snapshot{}, time.Time{}
@@ -177,6 +202,8 @@ func (w *Watcher) check(now time.Time) time.Duration {
 		// Being written: wait until it has stayed the same for Settle.
 		w.seen, w.written, w.changed = s, false, now
 		return w.Settle
+	case polled:
+		return eventQuiet
 	}
 	// Replaced whole, or written and settled.
 	w.seen, w.changed = s, time.Time{}

@@ -213,7 +213,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("churn: the new node is not a next hop of every VIP: %w", err)
 	}
-	b.record("churn", fmt.Sprintf("new Ready node is a next hop of all %d VIPs", *services), "s", took.Seconds())
+	b.record("churn", fmt.Sprintf("new node (registered, initialised, Ready) a next hop of all %d VIPs", *services), "s", took.Seconds())
 	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("added=%d ", *services), "the CCM had handed them to GoBGP"); err != nil {
 		return err
 	}
