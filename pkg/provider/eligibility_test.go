@@ -140,27 +140,6 @@ func TestRoutesOnlyToInitialisedNodes(t *testing.T) {
 	}
 }
 
-func TestReloadKeepsRoutesOnOrOff(t *testing.T) {
-	on := newCloud(t, "inventory: {}\nroutes:\n  nextHopAddressType: ExternalIP\n"+speaker)
-	on.apply(mustParse(t, "inventory: {}\n"+speaker))
-	if _, ok := on.Routes(); !ok {
-		t.Errorf("a reload without a routes section switched routes off")
-	}
-	if got := on.net.cfg.Routes; got == nil || got.NextHopAddressType != "ExternalIP" {
-		t.Errorf("routes section in force after the reload: %+v", got)
-	}
-	on.apply(mustParse(t, "inventory: {}\nroutes:\n  nextHopAddressType: InternalIP\n"+speaker))
-	if got := on.net.cfg.Routes; got == nil || got.NextHopAddressType != "InternalIP" {
-		t.Errorf("a change within the routes section was not applied: %+v", got)
-	}
-
-	off := newCloud(t, "inventory: {}\n"+speaker)
-	off.apply(mustParse(t, "inventory: {}\nroutes: {}\n"+speaker))
-	if _, ok := off.Routes(); ok {
-		t.Errorf("a reload switched routes on; the route controller was not started for them")
-	}
-}
-
 func mustParse(t *testing.T, s string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(s))

@@ -134,11 +134,13 @@ func (n *network) start(ctx context.Context) {
 	n.mu.Lock()
 	n.speaker = speaker
 	n.mu.Unlock()
-	// Paths first, then peers: the first UPDATEs hold the whole table.
+	// Paths first, then peers: the first UPDATEs hold the whole table. The
+	// peers are those of the config in force now: a reload that came while
+	// the speaker started found no speaker to give them to.
 	if err := n.converge(); err != nil {
 		klog.ErrorS(err, "Setting the first BGP paths")
 	}
-	n.setPeers(ctx, cfg.BGP)
+	n.setPeers(ctx)
 	go n.convergeLoop(ctx)
 	go func() {
 		<-ctx.Done()
@@ -198,7 +200,7 @@ func (n *network) reload(ctx context.Context, cfg *config.Config, inv *inventory
 	n.cfg, n.inv = cfg, inv
 	n.warnOutsidePools(n.alloc.SetPools(cfg.LoadBalancer.Pools))
 	n.mu.Unlock()
-	n.setPeers(ctx, cfg.BGP)
+	n.setPeers(ctx)
 	n.announce()
 }
 
@@ -216,9 +218,10 @@ func (n *network) warnOutsidePools(outside []netip.Addr) {
 	}
 }
 
-func (n *network) setPeers(ctx context.Context, cfg config.BGP) {
+// setPeers gives the speaker the peers of the config in force.
+func (n *network) setPeers(ctx context.Context) {
 	n.mu.Lock()
-	speaker := n.speaker
+	speaker, cfg := n.speaker, n.cfg.BGP
 	n.mu.Unlock()
 	if speaker == nil {
 		return

@@ -100,7 +100,7 @@ func (c *Cloud) inventory() *inventory.Inventory { return c.inv.Load() }
 
 // apply puts a new, valid config in force.
 func (c *Cloud) apply(cfg *config.Config) {
-	cfg = c.keepRoutesSetting(cfg)
+	cfg = c.keepStartSettings(cfg)
 	inv := inventory.New(cfg.Inventory)
 	c.departed.update(c.inventory(), inv, time.Now())
 	c.inv.Store(inv)

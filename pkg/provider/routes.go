@@ -14,7 +14,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
-	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 )
 
 var _ cloudprovider.Routes = &Cloud{}
@@ -173,27 +172,4 @@ func (n *network) routePaths() []bgp.Announcement {
 		}
 	}
 	return paths
-}
-
-// keepRoutesSetting returns cfg with the routes section in force kept on or
-// off as it was at start: the framework starts the route controller only
-// when Routes() says so at start, so a reload cannot switch routes on, and
-// switching them off would withdraw every pod route while the Nodes' status
-// still says their network is fine. Within a routes section, reloads apply.
-func (c *Cloud) keepRoutesSetting(cfg *config.Config) *config.Config {
-	c.net.mu.Lock()
-	inForce := c.net.cfg.Routes
-	c.net.mu.Unlock()
-	if (cfg.Routes == nil) == (inForce == nil) {
-		return cfg
-	}
-	kept := *cfg
-	kept.Routes = inForce
-	what := "removes the routes section; pod routes stay announced with the routes section in force"
-	if inForce == nil {
-		what = "adds a routes section; routes stay off"
-	}
-	klog.ErrorS(nil, "Cloud config switches routes on or off, which needs a restart of the CCM; the rest of it is in force", "path", c.configPath, "change", what)
-	c.podEvent(v1.EventTypeWarning, "CloudConfigNeedsRestart", "cloud config %s %s until the CCM restarts; the rest of it is in force", c.configPath, what)
-	return &kept
 }
