@@ -99,6 +99,9 @@ type Speaker struct {
 	peers     map[netip.Addr]Peer
 	// capped is how many prefixes capNextHops cut at the last convergence.
 	capped int
+	// restarting is true until the first SetPeers: the peers added then
+	// are told that this speaker restarted and kept forwarding.
+	restarting bool
 
 	// OnPeerState, if set, is called on every session state change.
 	OnPeerState func(PeerState)
@@ -118,7 +121,10 @@ type hop struct {
 	id   uint32 // unique per prefix
 }
 
-// Start runs the speaker and connects to the peers.
+// Start runs the speaker and connects to the peers. A caller that has a
+// table to announce starts without peers, sets the paths, then the peers:
+// so the sessions come up with the whole table in place, and the peers of
+// that first SetPeers get the graceful-restart treatment (see apiPeer).
 func Start(ctx context.Context, cfg Config, log *slog.Logger, onPeerState func(PeerState)) (*Speaker, error) {
 	level := &slog.LevelVar{}
 	level.Set(slog.LevelWarn)
@@ -128,6 +134,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onPeerState func(P
 		announced:   map[netip.Prefix]*announced{},
 		peers:       map[netip.Addr]Peer{},
 		OnPeerState: onPeerState,
+		restarting:  true,
 	}
 	go s.srv.Serve()
 	listen := int32(-1)
@@ -256,11 +263,13 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 		}
 		delete(s.peers, addr)
 	}
+	restarting := s.restarting
+	s.restarting = false
 	for addr, p := range want {
 		if _, ok := s.peers[addr]; ok {
 			continue
 		}
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, restarting)}); err != nil {
 			errs = append(errs, fmt.Errorf("adding BGP peer %s: %w", addr, err))
 			continue
 		}
@@ -269,7 +278,22 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 	return errors.Join(errs...)
 }
 
-func apiPeer(p Peer) *api.Peer {
+// restartDeferral is how long GoBGP, restarting, waits for the End-of-RIB
+// of every peer before it sends its table. RFC 4724 has a restarting
+// speaker wait so that it can select routes from what its peers send; this
+// one learns nothing from them, so once a peer's session is up there is
+// nothing to wait for but the other peers, some of which may be down.
+const restartDeferral = time.Second
+
+// apiPeer is the GoBGP configuration of a peer. restarting marks the
+// speaker's first sessions of this run, with graceful restart on: the OPEN
+// then says Restart State, and Forwarding State for every family (RFC
+// 4724 §3), which is true: the data plane is kube-proxy on the nodes, and
+// it went on forwarding. A router that keeps our paths as stale then keeps
+// them when the session comes back, rather than deleting them at once
+// (§4.2), and replaces them by what we send before our End-of-RIB. GoBGP
+// sends nothing until then, so the End-of-RIB follows the whole table.
+func apiPeer(p Peer, restarting bool) *api.Peer {
 	secs := func(d time.Duration) uint64 { return uint64(d / time.Second) }
 	ap := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password},
@@ -280,7 +304,10 @@ func apiPeer(p Peer) *api.Peer {
 			ConnectRetry: secs(p.ConnectRetry), HoldTime: secs(p.HoldTime), KeepaliveInterval: secs(p.Keepalive),
 			IdleHoldTimeAfterReset: 1,
 		}},
-		GracefulRestart: &api.GracefulRestart{Enabled: p.GracefulRestart, RestartTime: uint32(p.RestartTime / time.Second)},
+		GracefulRestart: &api.GracefulRestart{
+			Enabled: p.GracefulRestart, RestartTime: uint32(p.RestartTime / time.Second),
+			LocalRestarting: restarting && p.GracefulRestart, DeferralTime: uint32(restartDeferral / time.Second),
+		},
 	}
 	if p.SourceAddress.IsValid() {
 		ap.Transport.LocalAddress = p.SourceAddress.String()

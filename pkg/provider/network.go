@@ -52,6 +52,12 @@ type network struct {
 	synced []cache.InformerSynced
 	// informed is closed once SetInformers has run.
 	informed chan struct{}
+
+	// peersInForce are the peers the speaker has, by address; peerErrors
+	// the problems last reported with them.
+	peersInForce map[netip.Addr]bgp.Peer
+	peerErrors   string
+	podEventf    func(eventType, reason, format string, args ...any)
 }
 
 func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
@@ -65,6 +71,8 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 		informed: make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		eventf:   func(*v1.ObjectReference, string, string, string, ...any) {},
+
+		podEventf: func(string, string, string, ...any) {},
 	}
 }
 
@@ -126,7 +134,10 @@ func (n *network) start(ctx context.Context) {
 		klog.InfoS("BGP announcements are off", "announce", cfg.LoadBalancer.Announce)
 		return
 	}
-	speaker, err := bgp.Start(ctx, speakerConfig(cfg.BGP, nil), slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), peerStateChanged)
+	// No peers yet: no session may open before the whole table is in.
+	global, _ := speakerConfig(cfg.BGP, nil)
+	global.Peers = nil
+	speaker, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), peerStateChanged)
 	if err != nil {
 		klog.ErrorS(err, "Starting the BGP speaker failed; VIPs are allocated but not announced")
 		return
@@ -142,6 +153,7 @@ func (n *network) start(ctx context.Context) {
 	}
 	n.setPeers(ctx)
 	go n.convergeLoop(ctx)
+	go n.rereadPasswords(ctx)
 	go func() {
 		<-ctx.Done()
 		speaker.Stop(context.Background(), true)
@@ -216,49 +228,6 @@ func (n *network) warnOutsidePools(outside []netip.Addr) {
 			}
 		}
 	}
-}
-
-// setPeers gives the speaker the peers of the config in force.
-func (n *network) setPeers(ctx context.Context) {
-	n.mu.Lock()
-	speaker, cfg := n.speaker, n.cfg.BGP
-	n.mu.Unlock()
-	if speaker == nil {
-		return
-	}
-	var failed []string
-	peers := speakerConfig(cfg, &failed).Peers
-	for _, f := range failed {
-		klog.ErrorS(nil, "BGP peer not configured", "reason", f)
-	}
-	if err := speaker.SetPeers(ctx, peers); err != nil {
-		klog.ErrorS(err, "Configuring BGP peers")
-	}
-}
-
-func speakerConfig(b config.BGP, failed *[]string) bgp.Config {
-	cfg := bgp.Config{ASN: b.LocalASN, ListenPort: b.ListenPort, ListenAddresses: b.ListenAddresses}
-	cfg.RouterID, _ = netip.ParseAddr(b.RouterID)
-	for _, p := range b.Peers {
-		password, err := p.PeerPassword()
-		if err != nil {
-			if failed != nil {
-				*failed = append(*failed, err.Error())
-			}
-			continue
-		}
-		addr, _ := netip.ParseAddr(p.Address)
-		src, _ := netip.ParseAddr(p.SourceAddress)
-		cfg.Peers = append(cfg.Peers, bgp.Peer{
-			Address: addr, Port: p.Port, ASN: p.ASN, Password: password, SourceAddress: src,
-			HoldTime: p.HoldTime.Duration, Keepalive: p.KeepaliveTime.Duration, ConnectRetry: p.ConnectRetryTime.Duration,
-			EBGPMultihopTTL: p.EBGPMultihop,
-			IPv4:            slices.Contains(p.AddressFamilies, config.FamilyIPv4),
-			IPv6:            slices.Contains(p.AddressFamilies, config.FamilyIPv6),
-			GracefulRestart: p.GracefulRestart.On(), RestartTime: p.GracefulRestart.RestartTime.Duration,
-		})
-	}
-	return cfg
 }
 
 // announce asks for the speaker to be converged to the current state.

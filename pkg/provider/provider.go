@@ -86,6 +86,7 @@ func New(path string) (*Cloud, error) {
 	c.net.eventf = func(ref *v1.ObjectReference, eventType, reason, format string, args ...any) {
 		c.eventf(ref, eventType, reason, format, args...)
 	}
+	c.net.podEventf = c.podEvent
 	c.inv.Store(inv)
 	configLoaded(true)
 	klog.InfoS("Loaded cloud config", "path", path, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))

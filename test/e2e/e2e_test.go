@@ -159,6 +159,7 @@ func TestDataPath(t *testing.T) {
 
 	leader := startCCM(t, "ccm-a")
 	framework.WaitLeader(t, leader)
+	leading := leader // the replica that leads now
 	framework.Eventually(t, 60*time.Second, "pod on n1 reaches pod on n2 through the router", podToPod)
 	routes, _ := net1.frr.Routes("-4")
 	t.Logf("router's kernel routes:\n%s", routes)
@@ -267,6 +268,7 @@ func TestDataPath(t *testing.T) {
 		time.Sleep(time.Second)
 		leader.Kill()
 		framework.WaitLeader(t, standby)
+		leading = standby
 		framework.Eventually(t, 60*time.Second, "the new leader announces", func() (bool, string) {
 			return standby.LogContains("BGP session state changed", "peer=\""+routerIP+"\"", "established"), "no session yet"
 		})
@@ -277,6 +279,61 @@ func TestDataPath(t *testing.T) {
 		t.Logf("leader failover: %d probes, %d failed, longest gap %s", probes.Load(), failures.Load(), longest)
 		if failures.Load() > 0 {
 			t.Errorf("forwarding stopped during the failover: %d of %d probes failed, longest gap %s; first: %v", failures.Load(), probes.Load(), longest, firstErr.Load())
+		}
+	})
+
+	t.Run("restarts withdraw nothing at the router", func(t *testing.T) {
+		// The router is a strict graceful-restart helper (FRR): it keeps a
+		// restarting speaker's paths only if the new session says it kept
+		// forwarding (RFC 4724's F bit), and otherwise deletes them the
+		// moment the session is back. Every route change in its kernel is
+		// recorded while the leader is killed, replaced, and later stopped
+		// cleanly and replaced again.
+		vip := waitIngress(t, "default", "web")
+		watched := []string{vip, a.podNet, b.podNet}
+		for _, p := range watched {
+			framework.Eventually(t, 60*time.Second, "the router has "+p, func() (bool, string) {
+				out, _ := net1.frr.Routes("-4")
+				return routeLines(out, p) != "", out
+			})
+		}
+		monitor, err := framework.StartProcess("ip", t.TempDir(), "route-monitor", 0, nil, "netns", "exec", net1.router.Name, "ip", "monitor", "route")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer monitor.Stop()
+		established := func(p *framework.Process) {
+			t.Helper()
+			framework.WaitLeader(t, p)
+			framework.Eventually(t, 60*time.Second, p.Name+" has its session", func() (bool, string) {
+				return p.LogContains("BGP session state changed", "peer=\""+routerIP+"\"", "established"), "no session yet"
+			})
+			time.Sleep(5 * time.Second) // past its End-of-RIB and the router's route selection
+		}
+		leading.Kill()
+		restarted := startCCM(top, "ccm-c")
+		established(restarted)
+		restarted.Stop()
+		again := startCCM(top, "ccm-d")
+		established(again)
+		monitor.Stop()
+
+		var deleted []string
+		for _, line := range strings.Split(monitor.Logs(), "\n") {
+			for _, p := range watched {
+				if strings.HasPrefix(line, "Deleted "+p+" ") || strings.HasPrefix(line, "Deleted "+p+"/") {
+					deleted = append(deleted, line)
+				}
+			}
+		}
+		t.Logf("route changes at the router over a kill -9 and a clean stop:\n%s", monitor.Logs())
+		if len(deleted) > 0 {
+			t.Errorf("the router deleted routes that should have stayed:\n%s", strings.Join(deleted, "\n"))
+		}
+		for _, p := range watched {
+			if out, _ := net1.frr.Routes("-4"); routeLines(out, p) == "" {
+				t.Errorf("the router has no route for %s at the end:\n%s", p, out)
+			}
 		}
 	})
 }

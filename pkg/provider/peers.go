@@ -1,0 +1,114 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+)
+
+// passwordPoll is how often the peers' password files are read again: a
+// mounted Secret is rotated in place of the file, without any edit of the
+// cloud config.
+const passwordPoll = 10 * time.Second
+
+// setPeers gives the speaker the peers of the config in force, with their
+// password files read now. A session whose password file cannot be read
+// keeps the password it has: deleting the peer would drop every path at
+// the router.
+func (n *network) setPeers(ctx context.Context) {
+	n.mu.Lock()
+	speaker, cfg, inForce := n.speaker, n.cfg.BGP, n.peersInForce
+	n.mu.Unlock()
+	if speaker == nil {
+		return
+	}
+	want, problems := speakerConfig(cfg, inForce)
+	n.reportPeerProblems(problems)
+	if err := speaker.SetPeers(ctx, want.Peers); err != nil {
+		klog.ErrorS(err, "Configuring BGP peers")
+	}
+	applied := map[netip.Addr]bgp.Peer{}
+	for _, p := range want.Peers {
+		applied[p.Address] = p
+	}
+	n.mu.Lock()
+	n.peersInForce = applied
+	n.mu.Unlock()
+}
+
+// rereadPasswords applies rotated password files until ctx ends.
+func (n *network) rereadPasswords(ctx context.Context) {
+	t := time.NewTicker(passwordPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.setPeers(ctx)
+		}
+	}
+}
+
+// reportPeerProblems logs the problems and puts them in an Event on the
+// CCM's Pod, once for as long as they stay the same.
+func (n *network) reportPeerProblems(problems []error) {
+	text := errors.Join(problems...)
+	msg := ""
+	if text != nil {
+		msg = text.Error()
+	}
+	n.mu.Lock()
+	same := msg == n.peerErrors
+	n.peerErrors = msg
+	n.mu.Unlock()
+	if same || text == nil {
+		return
+	}
+	for _, err := range problems {
+		klog.ErrorS(err, "BGP peer")
+	}
+	n.podEventf(v1.EventTypeWarning, "BGPPeerNotConfigured", "%v", text)
+}
+
+// speakerConfig is the speaker's configuration from the bgp section. A
+// peer whose password file cannot be read is given as it is in inForce (a
+// session keeps its password), or left out if it has none yet; each such
+// peer is a problem.
+func speakerConfig(b config.BGP, inForce map[netip.Addr]bgp.Peer) (bgp.Config, []error) {
+	cfg := bgp.Config{ASN: b.LocalASN, ListenPort: b.ListenPort, ListenAddresses: b.ListenAddresses}
+	cfg.RouterID, _ = netip.ParseAddr(b.RouterID)
+	var problems []error
+	for i, p := range b.Peers {
+		addr, _ := netip.ParseAddr(p.Address)
+		password, err := p.PeerPassword()
+		if err != nil {
+			if old, ok := inForce[addr]; ok {
+				problems = append(problems, fmt.Errorf("bgp.peers[%d].passwordFile: %w; the session with %s keeps the password it has", i, err, addr))
+				cfg.Peers = append(cfg.Peers, old)
+			} else {
+				problems = append(problems, fmt.Errorf("bgp.peers[%d].passwordFile: %w; no session with %s until it can be read", i, err, addr))
+			}
+			continue
+		}
+		src, _ := netip.ParseAddr(p.SourceAddress)
+		cfg.Peers = append(cfg.Peers, bgp.Peer{
+			Address: addr, Port: p.Port, ASN: p.ASN, Password: password, SourceAddress: src,
+			HoldTime: p.HoldTime.Duration, Keepalive: p.KeepaliveTime.Duration, ConnectRetry: p.ConnectRetryTime.Duration,
+			EBGPMultihopTTL: p.EBGPMultihop,
+			IPv4:            slices.Contains(p.AddressFamilies, config.FamilyIPv4),
+			IPv6:            slices.Contains(p.AddressFamilies, config.FamilyIPv6),
+			GracefulRestart: p.GracefulRestart.On(), RestartTime: p.GracefulRestart.RestartTime.Duration,
+		})
+	}
+	return cfg, problems
+}
