@@ -99,8 +99,8 @@ type Speaker struct {
 	peers     map[netip.Addr]Peer
 	// capped is how many prefixes capNextHops cut at the last convergence.
 	capped int
-	// restarting is true until the first SetPeers: the peers added then
-	// are told that this speaker restarted and kept forwarding.
+	// restarting is true until the first SetPeers with peers: those are
+	// told that this speaker restarted and kept forwarding.
 	restarting bool
 
 	// OnPeerState, if set, is called on every session state change.
@@ -263,8 +263,12 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 		}
 		delete(s.peers, addr)
 	}
+	// The first peers of this run (the first call that has any) are told
+	// that the speaker restarted.
 	restarting := s.restarting
-	s.restarting = false
+	if len(want) > 0 {
+		s.restarting = false
+	}
 	for addr, p := range want {
 		if _, ok := s.peers[addr]; ok {
 			continue

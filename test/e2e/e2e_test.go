@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -302,6 +304,27 @@ func TestDataPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer monitor.Stop()
+		// A change of the test's own first proves the monitor records.
+		// It may not listen yet at first: the route is added until it is seen.
+		const canary = "198.51.100.250/32"
+		framework.Eventually(t, 10*time.Second, "the route monitor sees a route added", func() (bool, string) {
+			net1.router.IP("route", "del", canary, "dev", "lo")
+			if _, err := net1.router.IP("route", "add", canary, "dev", "lo"); err != nil {
+				return false, err.Error()
+			}
+			time.Sleep(200 * time.Millisecond)
+			return strings.Contains(monitor.Logs(), "198.51.100.250"), "not in the monitor's output"
+		})
+		// The kernel may not see a route that bgpd deletes and installs
+		// again a few milliseconds later (zebra batches its work), so
+		// bgpd's own record of what it tells zebra counts too.
+		if out, err := net1.frr.Vtysh("configure terminal", "log stdout debugging", "end", "debug bgp zebra"); err != nil {
+			t.Fatal(err, out)
+		}
+		if out, _ := net1.frr.Vtysh("show debugging"); !strings.Contains(out, "BGP zebra debugging is on") {
+			t.Fatalf("bgpd does not log what it gives zebra:\n%s", out)
+		}
+		bgpdFrom := len(net1.frr.BgpdLogs())
 		established := func(p *framework.Process) {
 			t.Helper()
 			framework.WaitLeader(t, p)
@@ -313,6 +336,17 @@ func TestDataPath(t *testing.T) {
 		leading.Kill()
 		restarted := startCCM(top, "ccm-c")
 		established(restarted)
+		// What a strict helper decides by: the restarted speaker's OPEN says
+		// Restart State and, for IPv4 unicast, Forwarding State.
+		out, err := net1.frr.Vtysh("show bgp ipv4 neighbors " + ccmIP + " graceful-restart json")
+		if err != nil {
+			if out, err = net1.frr.Vtysh("show bgp neighbors " + ccmIP + " json"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if bits := grBits(out); bits["rBit"] != "true" || bits["fBit"] != "true" {
+			t.Errorf("the router saw R bit %q and F bit %q from the restarted speaker, want both true:\n%s", bits["rBit"], bits["fBit"], out)
+		}
 		restarted.Stop()
 		again := startCCM(top, "ccm-d")
 		established(again)
@@ -322,7 +356,15 @@ func TestDataPath(t *testing.T) {
 		for _, line := range strings.Split(monitor.Logs(), "\n") {
 			for _, p := range watched {
 				if strings.HasPrefix(line, "Deleted "+p+" ") || strings.HasPrefix(line, "Deleted "+p+"/") {
-					deleted = append(deleted, line)
+					deleted = append(deleted, "kernel: "+line)
+				}
+			}
+		}
+		bgpdLog := net1.frr.BgpdLogs()[bgpdFrom:]
+		for _, line := range strings.Split(bgpdLog, "\n") {
+			for _, p := range []string{vip + "/32", a.podNet, b.podNet} {
+				if strings.Contains(line, "Tx route delete") && (strings.HasSuffix(strings.TrimSpace(line), " "+p) || strings.Contains(line, " "+p+" ")) {
+					deleted = append(deleted, "bgpd: "+line)
 				}
 			}
 		}
@@ -336,6 +378,34 @@ func TestDataPath(t *testing.T) {
 			}
 		}
 	})
+}
+
+// grBits finds FRR's "rBit" and "fBit" (the first, IPv4 unicast's) in the
+// JSON of `show bgp neighbors X graceful-restart json`.
+func grBits(out string) map[string]string {
+	var doc any
+	bits := map[string]string{}
+	if json.Unmarshal([]byte(out), &doc) != nil {
+		return bits
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				if (k == "rBit" || k == "fBit") && bits[k] == "" {
+					bits[k] = fmt.Sprint(v[k])
+				}
+				walk(v[k])
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	return bits
 }
 
 func hasErrors(hits map[string]int) bool {

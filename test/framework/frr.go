@@ -95,14 +95,21 @@ func waitFile(path string, timeout time.Duration) error {
 	}
 }
 
-// Vtysh runs a vtysh command against this router.
-func (f *FRR) Vtysh(command string) (string, error) {
-	out, err := exec.Command("vtysh", "--vty_socket", f.dir, "-c", command).CombinedOutput()
+// Vtysh runs vtysh commands, in order, against this router.
+func (f *FRR) Vtysh(commands ...string) (string, error) {
+	args := []string{"--vty_socket", f.dir}
+	for _, c := range commands {
+		args = append(args, "-c", c)
+	}
+	out, err := exec.Command("vtysh", args...).CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("vtysh -c %q: %w: %s", command, err, out)
+		return string(out), fmt.Errorf("vtysh %q: %w: %s", commands, err, out)
 	}
 	return string(out), nil
 }
+
+// BgpdLogs is what bgpd printed.
+func (f *FRR) BgpdLogs() string { return f.bgpd.Logs() }
 
 // Routes returns the router's kernel routes (`ip route` in its namespace).
 func (f *FRR) Routes(family string) (string, error) {
