@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"slices"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -84,15 +86,13 @@ func (t *handlerTap) replayUninitialised(lister corelisters.NodeLister) {
 	}
 	count := 0
 	for _, node := range nodes {
-		for _, taint := range node.Spec.Taints {
-			if taint.Key == cloudapi.TaintExternalCloudProvider {
-				for _, h := range t.handlers {
-					h.OnUpdate(node, node)
-				}
-				count++
-				break
-			}
+		if !slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudapi.TaintExternalCloudProvider }) {
+			continue
 		}
+		for _, h := range t.handlers {
+			h.OnUpdate(node, node)
+		}
+		count++
 	}
 	if count > 0 {
 		klog.InfoS("Cloud config reloaded; trying the uninitialised Nodes again", "nodes", count)

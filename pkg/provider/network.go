@@ -135,9 +135,7 @@ func (n *network) start(ctx context.Context) {
 		return
 	}
 	// No peers yet: no session may open before the whole table is in.
-	global, _ := speakerConfig(cfg.BGP, nil)
-	global.Peers = nil
-	speaker, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), peerStateChanged)
+	speaker, err := bgp.Start(ctx, speakerGlobal(cfg.BGP), slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), peerStateChanged)
 	if err != nil {
 		klog.ErrorS(err, "Starting the BGP speaker failed; VIPs are allocated but not announced")
 		return

@@ -31,13 +31,13 @@ func (n *network) setPeers(ctx context.Context) {
 	if speaker == nil {
 		return
 	}
-	want, problems := speakerConfig(cfg, inForce)
+	want, problems := peersOf(cfg, inForce)
 	n.reportPeerProblems(problems)
-	if err := speaker.SetPeers(ctx, want.Peers); err != nil {
+	if err := speaker.SetPeers(ctx, want); err != nil {
 		klog.ErrorS(err, "Configuring BGP peers")
 	}
 	applied := map[netip.Addr]bgp.Peer{}
-	for _, p := range want.Peers {
+	for _, p := range want {
 		applied[p.Address] = p
 	}
 	n.mu.Lock()
@@ -80,13 +80,19 @@ func (n *network) reportPeerProblems(problems []error) {
 	n.podEventf(v1.EventTypeWarning, "BGPPeerNotConfigured", "%v", text)
 }
 
-// speakerConfig is the speaker's configuration from the bgp section. A
-// peer whose password file cannot be read is given as it is in inForce (a
-// session keeps its password), or left out if it has none yet; each such
-// peer is a problem.
-func speakerConfig(b config.BGP, inForce map[netip.Addr]bgp.Peer) (bgp.Config, []error) {
+// speakerGlobal is the speaker's own identity and listener, without peers.
+func speakerGlobal(b config.BGP) bgp.Config {
 	cfg := bgp.Config{ASN: b.LocalASN, ListenPort: b.ListenPort, ListenAddresses: b.ListenAddresses}
 	cfg.RouterID, _ = netip.ParseAddr(b.RouterID)
+	return cfg
+}
+
+// peersOf is the speaker's peers from the bgp section, with their password
+// files read now. A peer whose password file cannot be read is given as it
+// is in inForce (a session keeps its password), or left out if it has none
+// yet; each such peer is a problem.
+func peersOf(b config.BGP, inForce map[netip.Addr]bgp.Peer) ([]bgp.Peer, []error) {
+	var peers []bgp.Peer
 	var problems []error
 	for i, p := range b.Peers {
 		addr, _ := netip.ParseAddr(p.Address)
@@ -94,14 +100,14 @@ func speakerConfig(b config.BGP, inForce map[netip.Addr]bgp.Peer) (bgp.Config, [
 		if err != nil {
 			if old, ok := inForce[addr]; ok {
 				problems = append(problems, fmt.Errorf("bgp.peers[%d].passwordFile: %w; the session with %s keeps the password it has", i, err, addr))
-				cfg.Peers = append(cfg.Peers, old)
+				peers = append(peers, old)
 			} else {
 				problems = append(problems, fmt.Errorf("bgp.peers[%d].passwordFile: %w; no session with %s until it can be read", i, err, addr))
 			}
 			continue
 		}
 		src, _ := netip.ParseAddr(p.SourceAddress)
-		cfg.Peers = append(cfg.Peers, bgp.Peer{
+		peers = append(peers, bgp.Peer{
 			Address: addr, Port: p.Port, ASN: p.ASN, Password: password, SourceAddress: src,
 			HoldTime: p.HoldTime.Duration, Keepalive: p.KeepaliveTime.Duration, ConnectRetry: p.ConnectRetryTime.Duration,
 			EBGPMultihopTTL: p.EBGPMultihop,
@@ -110,5 +116,5 @@ func speakerConfig(b config.BGP, inForce map[netip.Addr]bgp.Peer) (bgp.Config, [
 			GracefulRestart: p.GracefulRestart.On(), RestartTime: p.GracefulRestart.RestartTime.Duration,
 		})
 	}
-	return cfg, problems
+	return peers, problems
 }

@@ -22,9 +22,9 @@ func TestPeerPasswordFiles(t *testing.T) {
 	if err := os.WriteFile(file, []byte("new\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, problems := speakerConfig(bgpCfg, inForce)
-	if len(problems) != 0 || len(got.Peers) != 1 || got.Peers[0].Password != "new" {
-		t.Errorf("rotated file: peers %+v, problems %v", got.Peers, problems)
+	got, problems := peersOf(bgpCfg, inForce)
+	if len(problems) != 0 || len(got) != 1 || got[0].Password != "new" {
+		t.Errorf("rotated file: peers %+v, problems %v", got, problems)
 	}
 
 	// Unreadable (a Secret being swapped, a removed file): the session keeps
@@ -32,17 +32,17 @@ func TestPeerPasswordFiles(t *testing.T) {
 	if err := os.Remove(file); err != nil {
 		t.Fatal(err)
 	}
-	got, problems = speakerConfig(bgpCfg, inForce)
-	if len(got.Peers) != 1 || got.Peers[0].Password != "old" {
-		t.Errorf("unreadable file: the peer in force was not kept: %+v", got.Peers)
+	got, problems = peersOf(bgpCfg, inForce)
+	if len(got) != 1 || got[0].Password != "old" {
+		t.Errorf("unreadable file: the peer in force was not kept: %+v", got)
 	}
 	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "bgp.peers[0].passwordFile") || !strings.Contains(problems[0].Error(), "keeps the password it has") {
 		t.Errorf("unreadable file: problems %v", problems)
 	}
 
 	// A new peer whose file cannot be read is not configured yet.
-	got, problems = speakerConfig(bgpCfg, nil)
-	if len(got.Peers) != 0 || len(problems) != 1 || !strings.Contains(problems[0].Error(), "no session with 192.0.2.1") {
-		t.Errorf("new peer with an unreadable file: peers %+v, problems %v", got.Peers, problems)
+	got, problems = peersOf(bgpCfg, nil)
+	if len(got) != 0 || len(problems) != 1 || !strings.Contains(problems[0].Error(), "no session with 192.0.2.1") {
+		t.Errorf("new peer with an unreadable file: peers %+v, problems %v", got, problems)
 	}
 }

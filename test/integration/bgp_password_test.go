@@ -25,23 +25,22 @@ func TestPeerPasswordFileRotation(t *testing.T) {
 	if err := os.WriteFile(passwordFile, []byte("first-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start := func(password string, port int) *framework.GoBGPD {
+	// The router, on one port throughout, with the password it has now.
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(name, password string) *framework.GoBGPD {
 		t.Helper()
-		neighbors := []framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true, Password: password}}
-		var peer *framework.GoBGPD
-		var err error
-		if port == 0 {
-			peer, err = framework.StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500, neighbors)
-		} else {
-			peer, err = framework.StartGoBGPDOnPort(t.TempDir(), "gobgpd-rotated", "127.0.0.1", port, 64500, neighbors)
-		}
+		peer, err := framework.StartGoBGPDOnPort(t.TempDir(), name, "127.0.0.1", port, 64500,
+			[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true, Password: password}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(peer.Stop)
 		return peer
 	}
-	peer := start("first-secret", 0)
+	peer := start("gobgpd", "first-secret")
 	s := &lbSite{site: newSite(t, `
 inventory:
   unlistedNodes: allow
@@ -57,9 +56,8 @@ loadBalancer:
 	s.waitRoute(vip, "203.0.113.31")
 
 	// The router and the Secret get a new password.
-	port := peer.Port
 	peer.Stop()
-	rotated := start("second-secret", port)
+	rotated := start("gobgpd-rotated", "second-secret")
 	s.peer = rotated
 	// The passwords matter: with the old one the session does not come up.
 	framework.Consistently(t, 4*time.Second, "no session while the CCM has the old password", func() (bool, string) {
