@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -78,6 +79,12 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	}
 	if cloud == nil {
 		klog.Fatalf("Cloud provider %q is not built into %s", shared.Name, commandName)
+	}
+	// Every replica announces, the standbys too (see provider.Speak); the
+	// framework starts its informers only on the leader.
+	if bm, ok := cloud.(*provider.Cloud); ok {
+		bm.Speak(context.Background(), c.SharedInformers, c.VersionedClient, c.ComponentConfig.Generic.LeaderElection.RenewDeadline.Duration)
+		c.SharedInformers.Start(wait.NeverStop)
 	}
 	return cloud
 }

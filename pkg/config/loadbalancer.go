@@ -74,6 +74,8 @@ type Routes struct {
 // BGP configures the in-process BGP speaker.
 type BGP struct {
 	LocalASN uint32 `yaml:"localASN"`
+	// RouterID, if empty, is each replica's own address (POD_IP), so that
+	// replicas on several nodes have router IDs of their own.
 	RouterID string `yaml:"routerID"`
 	// ListenPort, if set, accepts sessions from peers; 0 (the default)
 	// only dials out.

@@ -175,7 +175,8 @@ func (c *Config) validateNetwork(add reporter) {
 		if b.LocalASN == 0 {
 			add(bp.Child("localASN"), "is required to announce VIPs or routes over BGP (or set loadBalancer.announce: none and leave out routes)")
 		}
-		if id, err := netip.ParseAddr(b.RouterID); err != nil || !id.Is4() {
+		// Left out, each replica uses its own address (POD_IP).
+		if id, err := netip.ParseAddr(b.RouterID); b.RouterID != "" && (err != nil || !id.Is4()) {
 			add(bp.Child("routerID"), "%q is not an IPv4 address (the BGP router ID is written as one)", b.RouterID)
 		}
 	}

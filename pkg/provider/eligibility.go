@@ -18,9 +18,9 @@ import (
 // Which Nodes may carry a VIP's or a pod CIDR's traffic, and at which
 // addresses: those a cloud load balancer would send to.
 
-// nodeRouting is what of a Node matters to its next hops.
+// nodeRouting is what of a Node matters to its next hops and its routes.
 func nodeRouting(node *v1.Node) string {
-	return fmt.Sprint(nodeReady(node), node.Status.Addresses, nodeEligible(node), initialised(node), node.Spec.ProviderID)
+	return fmt.Sprint(nodeReady(node), node.Status.Addresses, nodeEligible(node), initialised(node), node.Spec.ProviderID, node.Spec.PodCIDRs)
 }
 
 // eligibleNode is a Node that may be a next hop, with its addresses.

@@ -3,13 +3,11 @@ package provider
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -39,8 +37,10 @@ type network struct {
 	routes   map[string]*route // by pod CIDR
 	speaker  *bgp.Speaker
 
-	// ready is closed once the allocations are rebuilt from the Services.
-	ready chan struct{}
+	// leading is set once this replica allocates; until then it follows
+	// what the Services' status says. ready is closed when it is set.
+	leading bool
+	ready   chan struct{}
 	// announceMu keeps one convergence of the speaker at a time.
 	announceMu sync.Mutex
 	// kick asks convergeLoop for a convergence.
@@ -51,7 +51,9 @@ type network struct {
 	svcs   corelisters.ServiceLister
 	synced []cache.InformerSynced
 	// informed is closed once SetInformers has run.
-	informed chan struct{}
+	informed     chan struct{}
+	informedOnce sync.Once
+	speakOnce    sync.Once
 
 	// peersInForce are the peers the speaker has, by address; peerErrors
 	// the problems last reported with them.
@@ -80,9 +82,14 @@ var _ cloudprovider.InformerUser = &Cloud{}
 
 // SetInformers implements cloudprovider.InformerUser: the provider follows
 // Node readiness and EndpointSlices itself, since the service controller
-// does not pass those changes on.
+// does not pass those changes on, and a standby follows the Services'
+// status. Every replica calls it at start (see Speak); the framework's call
+// on the leader, with the same factory, then does nothing.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
-	n := c.net
+	c.net.informedOnce.Do(func() { c.net.setInformers(factory) })
+}
+
+func (n *network) setInformers(factory informers.SharedInformerFactory) {
 	nodes := factory.Core().V1().Nodes()
 	slicesInf := factory.Discovery().V1().EndpointSlices()
 	svcs := factory.Core().V1().Services()
@@ -110,52 +117,21 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 		UpdateFunc: func(_, cur any) { n.announce() },
 		DeleteFunc: onChange,
 	})
-}
-
-// start rebuilds the allocations from the Services' status, then starts
-// the BGP speaker with the paths already known, so that a new leader
-// announces everything at once. It runs on the leader only.
-func (n *network) start(ctx context.Context) {
-	// The framework calls SetInformers right after Initialize.
-	select {
-	case <-n.informed:
-	case <-ctx.Done():
-		return
+	// The leader learns of Services through the service controller's
+	// calls; a standby from the status the leader writes.
+	following := func(any) {
+		n.mu.Lock()
+		leading := n.leading
+		n.mu.Unlock()
+		if !leading {
+			n.announce()
+		}
 	}
-	if !cache.WaitForNamedCacheSync("baremetal-load-balancer", ctx.Done(), n.synced...) {
-		return
-	}
-	n.rebuild()
-	close(n.ready)
-	n.mu.Lock()
-	cfg := n.cfg
-	n.mu.Unlock()
-	if (cfg.LoadBalancer.Announce != config.AnnounceBGP && cfg.Routes == nil) || cfg.BGP.LocalASN == 0 {
-		klog.InfoS("BGP announcements are off", "announce", cfg.LoadBalancer.Announce)
-		return
-	}
-	// No peers yet: no session may open before the whole table is in.
-	speaker, err := bgp.Start(ctx, speakerGlobal(cfg.BGP), slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), peerStateChanged)
-	if err != nil {
-		klog.ErrorS(err, "Starting the BGP speaker failed; VIPs are allocated but not announced")
-		return
-	}
-	n.mu.Lock()
-	n.speaker = speaker
-	n.mu.Unlock()
-	// Paths first, then peers: the first UPDATEs hold the whole table. The
-	// peers are those of the config in force now: a reload that came while
-	// the speaker started found no speaker to give them to.
-	if err := n.converge(); err != nil {
-		klog.ErrorS(err, "Setting the first BGP paths")
-	}
-	n.setPeers(ctx)
-	go n.convergeLoop(ctx)
-	go n.rereadPasswords(ctx)
-	go func() {
-		<-ctx.Done()
-		speaker.Stop(context.Background(), true)
-	}()
+	svcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    following,
+		UpdateFunc: func(_, cur any) { following(cur) },
+		DeleteFunc: following,
+	})
 }
 
 func (n *network) waitReady(ctx context.Context) error {
@@ -167,40 +143,74 @@ func (n *network) waitReady(ctx context.Context) error {
 	}
 }
 
-// rebuild records the addresses every Service already has.
-func (n *network) rebuild() {
+// lead makes this replica the one that allocates: the allocations are
+// derived from the Services' status once more, then kept by the load
+// balancer calls. Its speaker, running since the process started, goes on
+// with its sessions: a failover opens none.
+func (n *network) lead(ctx context.Context) {
+	if !n.waitSynced(ctx) {
+		return
+	}
+	n.mu.Lock()
+	n.derive(true)
+	n.leading = true
+	n.mu.Unlock()
+	close(n.ready)
+	n.announce()
+}
+
+// waitSynced waits for SetInformers and for the informers' first lists.
+func (n *network) waitSynced(ctx context.Context) bool {
+	select {
+	case <-n.informed:
+	case <-ctx.Done():
+		return false
+	}
+	return cache.WaitForNamedCacheSync("baremetal-load-balancer", ctx.Done(), n.synced...)
+}
+
+// derive sets the allocations and routes to what the cluster records: the
+// addresses in each Service's status, each Node's pod CIDRs. The leader
+// derives them once, when it takes over, and reports conflicts; a standby
+// derives them at every convergence, quietly, so that it announces what
+// the leader wrote, and drops a Service as soon as its deletion starts.
+// Callers hold n.mu.
+func (n *network) derive(leading bool) {
 	svcs, err := n.svcs.List(labels.Everything())
 	if err != nil {
-		klog.ErrorS(err, "Listing Services to rebuild the allocations")
+		klog.ErrorS(err, "Listing Services to derive the allocations")
 		return
 	}
 	// Oldest first, so that in a conflict the Service that had the address
 	// first keeps it.
 	slices.SortFunc(svcs, func(a, b *v1.Service) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	count := 0
+	alloc := ipam.New(n.cfg.LoadBalancer.Pools)
+	services := map[string]*lbService{}
 	for _, svc := range svcs {
 		vips := statusAddresses(svc)
-		if !managed(svc) || len(vips) == 0 {
+		if !managed(svc) || len(vips) == 0 || (!leading && svc.DeletionTimestamp != nil) {
 			continue
 		}
 		req, err := allocationRequest(svc)
-		if err != nil {
+		if err != nil && leading {
 			klog.ErrorS(err, "Annotation of a Service with addresses is not valid; keeping its addresses", "service", klog.KObj(svc))
 		}
-		if err := n.alloc.Assign(req, vips); err != nil {
-			klog.ErrorS(err, "Service status claims an address another Service holds", "service", klog.KObj(svc))
-			n.eventf(serviceRef(svc.Namespace, svc.Name), v1.EventTypeWarning, "AddressConflict", "the addresses in this Service's status are held by another Service: %v", err)
+		if err := alloc.Assign(req, vips); err != nil {
+			if leading {
+				klog.ErrorS(err, "Service status claims an address another Service holds", "service", klog.KObj(svc))
+				n.eventf(serviceRef(svc.Namespace, svc.Name), v1.EventTypeWarning, "AddressConflict", "the addresses in this Service's status are held by another Service: %v", err)
+			}
 			continue
 		}
-		n.services[req.Service] = &lbService{namespace: svc.Namespace, name: svc.Name,
+		services[req.Service] = &lbService{namespace: svc.Namespace, name: svc.Name,
 			etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal}
-		count++
 	}
-	klog.InfoS("Rebuilt load-balancer allocations from Service status", "services", count)
-	n.warnOutsidePools(n.alloc.Outside())
-	n.rebuildRoutes()
+	n.alloc, n.services = alloc, services
+	n.routes = n.derivedRoutes()
+	if leading {
+		klog.InfoS("Rebuilt load-balancer allocations from Service status", "services", len(services), "routes", len(n.routes))
+		n.warnOutsidePools(n.alloc.Outside())
+	}
 }
 
 // reload puts a new config in force: pools, attributes, peers and the
@@ -285,6 +295,9 @@ func (n *network) converge() error {
 	if speaker == nil {
 		n.mu.Unlock()
 		return nil
+	}
+	if !n.leading {
+		n.derive(false)
 	}
 	paths := n.desiredPaths()
 	n.mu.Unlock()

@@ -80,13 +80,6 @@ func (n *network) reportPeerProblems(problems []error) {
 	n.podEventf(v1.EventTypeWarning, "BGPPeerNotConfigured", "%v", text)
 }
 
-// speakerGlobal is the speaker's own identity and listener, without peers.
-func speakerGlobal(b config.BGP) bgp.Config {
-	cfg := bgp.Config{ASN: b.LocalASN, ListenPort: b.ListenPort, ListenAddresses: b.ListenAddresses}
-	cfg.RouterID, _ = netip.ParseAddr(b.RouterID)
-	return cfg
-}
-
 // peersOf is the speaker's peers from the bgp section, with their password
 // files read now. A peer whose password file cannot be read is given as it
 // is in inForce (a session keeps its password), or left out if it has none

@@ -168,8 +168,13 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 		cancel()
 		broadcaster.Shutdown()
 	}()
-	go c.net.start(ctx)
+	// A provider not started by this project's main speaks from here.
+	c.net.speakOnce.Do(func() { go c.net.speak(ctx, apiReachable(client), defaultAPILoss) })
+	go c.net.lead(ctx)
 }
+
+// defaultAPILoss is the leader election's default renew deadline.
+const defaultAPILoss = 10 * time.Second
 
 // ProviderName implements cloudprovider.Interface.
 func (c *Cloud) ProviderName() string { return ProviderName }

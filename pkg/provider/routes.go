@@ -137,26 +137,27 @@ func (n *network) routeNextHop(r *route) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("route %s to Node %s: the Node has no %s of that family (routes.nextHopAddressType)", r.cidr, r.node, want)
 }
 
-// rebuildRoutes derives the routes from the Nodes' pod CIDRs, so that a new
+// derivedRoutes are the routes of the Nodes' pod CIDRs, so that a new
 // leader announces them before its sessions come up, and the route
 // controller finds them in place. Callers hold n.mu.
-func (n *network) rebuildRoutes() {
+func (n *network) derivedRoutes() map[string]*route {
+	routes := map[string]*route{}
 	if n.cfg.Routes == nil {
-		return
+		return routes
 	}
 	nodes, err := n.nodes.List(labels.Everything())
 	if err != nil {
-		klog.ErrorS(err, "Listing Nodes to rebuild routes")
-		return
+		klog.ErrorS(err, "Listing Nodes to derive routes")
+		return n.routes
 	}
 	for _, node := range nodes {
 		for _, cidr := range node.Spec.PodCIDRs {
 			if rt, _, err := n.newRoute(node.Name, cidr, node.Status.Addresses); err == nil {
-				n.routes[rt.cidr.String()] = rt
+				routes[rt.cidr.String()] = rt
 			}
 		}
 	}
-	klog.InfoS("Rebuilt routes from Node pod CIDRs", "routes", len(n.routes))
+	return routes
 }
 
 // routePaths are the BGP paths of the routes. Callers hold n.mu.

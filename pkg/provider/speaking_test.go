@@ -1,0 +1,166 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+const followConfig = `
+inventory:
+  machines:
+  - name: a
+    addresses: [{type: InternalIP, address: 10.0.0.1}]
+  - name: b
+    addresses: [{type: InternalIP, address: 10.0.0.2}]
+loadBalancer:
+  pools:
+  - {name: site, addresses: [10.1.0.0/24]}
+bgp: {localASN: 64512, routerID: 10.0.0.254}
+`
+
+func lbWithStatus(name string, created time.Time, vip string) *v1.Service {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(created)},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Port: 80}}},
+	}
+	if vip != "" {
+		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: vip}}
+	}
+	return svc
+}
+
+func withServices(t *testing.T, c *Cloud, svcs ...*v1.Service) {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, s := range svcs {
+		if err := idx.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.net.svcs = corelisters.NewServiceLister(idx)
+}
+
+// announcedVIPs is each VIP the network wants announced, with its next hops.
+func announcedVIPs(c *Cloud) []string {
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	var out []string
+	for _, p := range c.net.desiredPaths() {
+		out = append(out, fmt.Sprint(p.Prefix.Addr(), " via ", p.NextHops))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A standby announces what the Services' status says, as the leader
+// would after taking over, except a Service whose deletion has started.
+func TestStandbyAnnouncesWhatTheStatusSays(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	deleting := lbWithStatus("deleting", t0, "10.1.0.3")
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Hour)}
+	deleting.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
+	svcs := []*v1.Service{
+		lbWithStatus("first", t0, "10.1.0.1"),
+		lbWithStatus("copy", t0.Add(time.Minute), "10.1.0.1"), // a younger Service claiming it
+		lbWithStatus("outside", t0, "192.0.2.9"),             // kept outside the pools
+		lbWithStatus("pending", t0, ""),                       // no address yet
+		deleting,
+	}
+	cluster := lbWithStatus("cluster-ip", t0, "10.1.0.7")
+	cluster.Spec.Type = v1.ServiceTypeClusterIP
+	svcs = append(svcs, cluster)
+
+	c := newCloud(t, followConfig)
+	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true), kubeletNode("b", "10.0.0.2", false, true))
+	withServices(t, c, svcs...)
+
+	c.net.mu.Lock()
+	c.net.derive(false)
+	c.net.mu.Unlock()
+	want := []string{"10.1.0.1 via [10.0.0.1]", "192.0.2.9 via [10.0.0.1]"}
+	if got := announcedVIPs(c); !slices.Equal(got, want) {
+		t.Errorf("standby announces %v, want %v", got, want)
+	}
+
+	// The leader derives the same, and keeps the Service being deleted
+	// until the service controller has deleted its load balancer.
+	c.net.mu.Lock()
+	c.net.derive(true)
+	c.net.mu.Unlock()
+	want = []string{"10.1.0.1 via [10.0.0.1]", "10.1.0.3 via [10.0.0.1]", "192.0.2.9 via [10.0.0.1]"}
+	if got := announcedVIPs(c); !slices.Equal(got, want) {
+		t.Errorf("leader announces %v, want %v", got, want)
+	}
+	if got := c.net.alloc.Addresses("ns/copy"); len(got) != 0 {
+		t.Errorf("the younger claimant holds %v; the older Service holds its address", got)
+	}
+}
+
+func TestRouterIDIsTheReplicasOwnAddressUnlessSet(t *testing.T) {
+	t.Setenv(envPodIP, "10.0.0.7")
+	c := newCloud(t, followConfig)
+	if got := speakerGlobal(c.net.cfg.BGP).RouterID; got != netip.MustParseAddr("10.0.0.254") {
+		t.Errorf("router ID %v, want the configured 10.0.0.254", got)
+	}
+	c = newCloud(t, strings.Replace(followConfig, ", routerID: 10.0.0.254", "", 1))
+	if got := speakerGlobal(c.net.cfg.BGP).RouterID; got != netip.MustParseAddr("10.0.0.7") {
+		t.Errorf("router ID %v, want POD_IP 10.0.0.7", got)
+	}
+}
+
+// A replica stops speaking once the API server has been away for the
+// whole apiLoss, and not for a shorter gap.
+func TestAPILossIsTheWholeGrace(t *testing.T) {
+	defer func(p time.Duration) { apiPoll = p }(apiPoll)
+	apiPoll = 5 * time.Millisecond
+	n := newCloud(t, followConfig).net
+	down := errors.New("connection refused")
+
+	answers := make(chan error)
+	reachable := func(ctx context.Context) error {
+		select {
+		case err := <-answers:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	lost := make(chan time.Time, 1)
+	start := time.Now()
+	go func() {
+		if n.watchAPI(context.Background(), reachable, 200*time.Millisecond) {
+			lost <- time.Now()
+		}
+	}()
+	// Failures for a while, then an answer: not lost.
+	deadline := time.Now().Add(150 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		answers <- down
+	}
+	answers <- nil
+	// Then failures until it gives up.
+	failFrom := time.Now()
+	for {
+		select {
+		case at := <-lost:
+			if at.Sub(failFrom) < 200*time.Millisecond {
+				t.Fatalf("gave up %v after the last answer (%v after start); the grace is 200ms", at.Sub(failFrom), at.Sub(start))
+			}
+			return
+		case answers <- down:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the replica never gave up on an API server that stopped answering")
+		}
+	}
+}
