@@ -101,9 +101,12 @@ func (w *routeWatch) end() (longest time.Duration, worst string, missingNow []st
 	return longest, worst, missingNow
 }
 
+// The replicas run as on two hosts, each with its own address, as
+// deploy/ spreads them: the peer sees each as a neighbour of its own.
 func TestLeaderFailoverUnderLoad(t *testing.T) {
 	const ns = "failover"
-	s := newSite(t, ns)
+	const standbyAddress = "127.0.0.3"
+	s := newSite(t, ns, standbyAddress)
 	hops := readyNodes(t, "fo", 120, 3)
 	log := watchAddresses(t, ns)
 	first := *services / 2
@@ -111,9 +114,12 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader := s.StartCCM("ccm-a", fastArgs()...)
-	standby := s.StartReplica("ccm-b", fastArgs()...)
+	standby := s.StartReplicaFrom("ccm-b", standbyAddress, fastArgs()...)
 	t.Cleanup(func() { deleteAll(t, ns) })
 	checkConverged(t, s, first, hops)
+	framework.Eventually(t, time.Minute, "the standby has its own session with the peer", func() (bool, string) {
+		return standby.LogContains("BGP session state changed", "established"), "no session"
+	})
 
 	routes := watchRoutes(t, s.peer)
 	created := make(chan error, 1)

@@ -39,9 +39,11 @@ loadBalancer:
     autoAssign: false
 `
 
-func newSite(t *testing.T, ns string) *site {
+// newSite starts a peer that also takes sessions from replicas at the
+// other addresses (see framework.Site.StartReplicaFrom).
+func newSite(t *testing.T, ns string, others ...string) *site {
 	t.Helper()
-	peer := framework.StartPeer(t)
+	peer := framework.StartPeer(t, others...)
 	framework.CreateNamespace(t, suite.Cluster.Admin, ns)
 	return &site{Site: suite.NewSite(t, siteConfig+framework.PeerConfig(peer)), peer: peer, ns: ns}
 }
@@ -86,7 +88,7 @@ func hostPrefix(ip string) string {
 }
 
 // ribPaths is every prefix the peer has with its sorted next hops, over
-// both families.
+// both families, from whichever replicas.
 func ribPaths(peer *framework.GoBGPD) (map[string][]string, error) {
 	all := map[string][]string{}
 	for _, family := range []string{"ipv4", "ipv6"} {
@@ -95,8 +97,9 @@ func ribPaths(peer *framework.GoBGPD) (map[string][]string, error) {
 			return nil, err
 		}
 		for prefix, hops := range rib {
+			// Every replica announces the same next hops.
 			slices.Sort(hops)
-			all[prefix] = hops
+			all[prefix] = slices.Compact(hops)
 		}
 	}
 	return all, nil

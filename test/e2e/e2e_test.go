@@ -10,8 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,10 +21,9 @@ import (
 )
 
 var (
-	cluster    *framework.Cluster
-	ccmBinary  string
-	kubeconfig string // the CCM's, through the forward into its namespace
-	net1       *site
+	cluster   *framework.Cluster
+	ccmBinary string
+	net1      *site
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -48,22 +45,31 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	defer net1.teardown()
-	kubeconfig, err = cluster.ServiceAccountKubeconfigVia(context.Background(), "kube-system", "baremetal-cloud-controller-manager",
-		fmt.Sprintf("https://127.0.0.1:%d", net1.apiPort))
-	if err != nil {
-		return fail(err)
+	for _, h := range net1.hosts {
+		h.kubeconfig, err = cluster.ServiceAccountKubeconfigVia(context.Background(), "kube-system", "baremetal-cloud-controller-manager",
+			fmt.Sprintf("https://127.0.0.1:%d", h.apiPort))
+		if err != nil {
+			return fail(err)
+		}
 	}
 	return m.Run()
 }
 
+// startCCM starts a replica on the first control-plane host.
 func startCCM(t *testing.T, name string) *framework.Process {
+	return startCCMOn(t, name, net1.hosts[0])
+}
+
+// startCCMOn starts a replica on h, with the cloud config every replica shares.
+func startCCMOn(t *testing.T, name string, h *host) *framework.Process {
 	t.Helper()
 	cfg, err := net1.writeConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return framework.StartReplica(t, framework.CCM{
-		Binary: ccmBinary, Name: name, Kubeconfig: kubeconfig, CloudConfig: cfg, Netns: net1.ccmNS.Name,
+		Binary: ccmBinary, Name: name, Kubeconfig: h.kubeconfig, CloudConfig: cfg, Netns: h.ns.Name,
+		Env:  []string{"POD_IP=" + h.ip},
 		Args: []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s"},
 	})
 }
@@ -161,7 +167,7 @@ func TestDataPath(t *testing.T) {
 
 	leader := startCCM(t, "ccm-a")
 	framework.WaitLeader(t, leader)
-	leading := leader // the replica that leads now
+	leading, leadingHost := leader, net1.hosts[0] // the replica that leads now, and where
 	framework.Eventually(t, 60*time.Second, "pod on n1 reaches pod on n2 through the router", podToPod)
 	routes, _ := net1.frr.Routes("-4")
 	t.Logf("router's kernel routes:\n%s", routes)
@@ -228,59 +234,80 @@ func TestDataPath(t *testing.T) {
 		})
 	})
 
-	t.Run("leader failover keeps forwarding", func(t *testing.T) {
-		standby := startCCM(t, "ccm-b")
-		time.Sleep(2 * time.Second)
+	t.Run("failover to a replica on another host", func(t *testing.T) {
+		// Replicas run on different control-plane hosts, so the router
+		// sees the next leader as another neighbour. Every replica
+		// announces, so it has the standby's paths before anything fails;
+		// when the leader dies, the changes made meanwhile (a deleted
+		// Service, a node gone NotReady) must reach the router's table
+		// within the restart time it keeps the dead replica's paths, and
+		// no route that stays may be deleted on the way.
+		c := net1.nodes[2]
+		setReady(t, a.name, true)
+		if err := framework.RegisterNode(ctx, cluster.Admin, c.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: c.ip}}); err != nil {
+			t.Fatal(err)
+		}
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"podCIDR": c.podNet, "podCIDRs": []string{c.podNet}}})
+		if _, err := cluster.Admin.CoreV1().Nodes().Patch(ctx, c.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		vip := waitIngress(t, "default", "web")
-		var longest, current time.Duration
-		var probes, failures atomic.Int64
-		var firstErr atomic.Value
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var downSince time.Time
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				probes.Add(1)
-				_, errPod := ask(a.ns, a.podIP, b.podIP+":8080")
-				_, errVIP := ask(net1.client, "", vip+":80")
-				if errPod != nil || errVIP != nil {
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("pod: %v; VIP: %v", errPod, errVIP))
-					failures.Add(1)
-					if downSince.IsZero() {
-						downSince = time.Now()
-					}
-					current = time.Since(downSince)
-					if current > longest {
-						longest = current
-					}
-				} else {
-					downSince = time.Time{}
-				}
-			}
-		}()
+		framework.CreateLBService(t, cluster.Admin, "default", "doomed", nil)
+		doomedVIP := waitIngress(t, "default", "doomed")
+		standbyHost := net1.hosts[1]
+		standby := startCCMOn(t, "ccm-b", standbyHost)
+		for _, p := range []string{vip, doomedVIP} {
+			framework.Eventually(t, 60*time.Second, "the router has "+p+" from both replicas, via the three nodes", func() (bool, string) {
+				out, _ := net1.frr.Vtysh("show bgp ipv4 unicast " + p + "/32")
+				routes, _ := net1.frr.Routes("-4")
+				return strings.Contains(out, "from "+ccmIP) && strings.Contains(out, "from "+standbyHost.ip) &&
+					strings.Count(routeLines(routes, p), "nexthop via") == 3, out + routes
+			})
+		}
+		monitor := monitorRoutes(t)
+		defer monitor.Stop()
+
+		probe := startProbes(a, b, vip)
 		time.Sleep(time.Second)
 		leader.Kill()
-		framework.WaitLeader(t, standby)
-		leading = standby
-		framework.Eventually(t, 60*time.Second, "the new leader announces", func() (bool, string) {
-			return standby.LogContains("BGP session state changed", "peer=\""+routerIP+"\"", "established"), "no session yet"
+		killed := time.Now()
+		if err := cluster.Admin.CoreV1().Services("default").Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setReady(t, c.name, false)
+		// The desired table: the VIP via n1 and n2, no doomed VIP, every
+		// pod route.
+		var converged time.Duration
+		framework.Eventually(t, restartTime+45*time.Second, "the router's table is the desired state", func() (bool, string) {
+			out, _ := net1.frr.Routes("-4")
+			web := routeLines(out, vip)
+			ok := strings.Count(web, "nexthop via") == 2 && !strings.Contains(web, c.ip+" ") && routeLines(out, doomedVIP) == ""
+			for _, n := range net1.nodes {
+				ok = ok && routeLines(out, n.podNet) != ""
+			}
+			if ok {
+				converged = time.Since(killed)
+			}
+			return ok, out
 		})
-		time.Sleep(5 * time.Second) // past the new leader's End-of-RIB
-		close(stop)
-		wg.Wait()
-		fmt.Printf("leader failover: %d probes, %d failed, longest gap %s\n", probes.Load(), failures.Load(), longest)
-		t.Logf("leader failover: %d probes, %d failed, longest gap %s", probes.Load(), failures.Load(), longest)
-		if failures.Load() > 0 {
-			t.Errorf("forwarding stopped during the failover: %d of %d probes failed, longest gap %s; first: %v", failures.Load(), probes.Load(), longest, firstErr.Load())
+		framework.WaitLeader(t, standby)
+		leading, leadingHost = standby, standbyHost
+		time.Sleep(2 * time.Second)
+		probes, failures, longest, firstErr := probe.end()
+		monitor.Stop()
+		deleted := deletions(monitor.Logs(), []string{vip, a.podNet, b.podNet, c.podNet})
+		fmt.Printf("failover to another host: the router's table was the desired state %s after the leader was killed (restart time %s); %d probes, %d failed\n",
+			converged.Round(100*time.Millisecond), restartTime, probes, failures)
+		t.Logf("failover: desired state at the router after %s; %d probes, %d failed, longest gap %s; route changes:\n%s",
+			converged.Round(100*time.Millisecond), probes, failures, longest, monitor.Logs())
+		if converged > restartTime+5*time.Second {
+			t.Errorf("the router reached the desired state %s after the leader died; the bound is its restart time, %s", converged, restartTime)
+		}
+		if failures > 0 {
+			t.Errorf("forwarding stopped during the failover: %d of %d probes failed, longest gap %s; first: %v", failures, probes, longest, firstErr)
+		}
+		if len(deleted) > 0 {
+			t.Errorf("the router deleted routes that should have stayed:\n%s", strings.Join(deleted, "\n"))
 		}
 	})
 
@@ -299,22 +326,8 @@ func TestDataPath(t *testing.T) {
 				return routeLines(out, p) != "", out
 			})
 		}
-		monitor, err := framework.StartProcess("ip", t.TempDir(), "route-monitor", 0, nil, "netns", "exec", net1.router.Name, "ip", "monitor", "route")
-		if err != nil {
-			t.Fatal(err)
-		}
+		monitor := monitorRoutes(t)
 		defer monitor.Stop()
-		// A change of the test's own first proves the monitor records.
-		// It may not listen yet at first: the route is added until it is seen.
-		const canary = "198.51.100.250/32"
-		framework.Eventually(t, 10*time.Second, "the route monitor sees a route added", func() (bool, string) {
-			net1.router.IP("route", "del", canary, "dev", "lo")
-			if _, err := net1.router.IP("route", "add", canary, "dev", "lo"); err != nil {
-				return false, err.Error()
-			}
-			time.Sleep(200 * time.Millisecond)
-			return strings.Contains(monitor.Logs(), "198.51.100.250"), "not in the monitor's output"
-		})
 		// The kernel may not see a route that bgpd deletes and installs
 		// again a few milliseconds later (zebra batches its work), so
 		// bgpd's own record of what it tells zebra counts too.
@@ -333,14 +346,15 @@ func TestDataPath(t *testing.T) {
 			})
 			time.Sleep(5 * time.Second) // past its End-of-RIB and the router's route selection
 		}
+		// The only replica restarts on its host: nothing else announces.
 		leading.Kill()
-		restarted := startCCM(top, "ccm-c")
+		restarted := startCCMOn(top, "ccm-c", leadingHost)
 		established(restarted)
 		// What a strict helper decides by: the restarted speaker's OPEN says
 		// Restart State and, for IPv4 unicast, Forwarding State.
-		out, err := net1.frr.Vtysh("show bgp ipv4 neighbors " + ccmIP + " graceful-restart json")
+		out, err := net1.frr.Vtysh("show bgp ipv4 neighbors " + leadingHost.ip + " graceful-restart json")
 		if err != nil {
-			if out, err = net1.frr.Vtysh("show bgp neighbors " + ccmIP + " json"); err != nil {
+			if out, err = net1.frr.Vtysh("show bgp neighbors " + leadingHost.ip + " json"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -348,18 +362,11 @@ func TestDataPath(t *testing.T) {
 			t.Errorf("the router saw R bit %q and F bit %q from the restarted speaker, want both true:\n%s", bits["rBit"], bits["fBit"], out)
 		}
 		restarted.Stop()
-		again := startCCM(top, "ccm-d")
+		again := startCCMOn(top, "ccm-d", leadingHost)
 		established(again)
 		monitor.Stop()
 
-		var deleted []string
-		for _, line := range strings.Split(monitor.Logs(), "\n") {
-			for _, p := range watched {
-				if strings.HasPrefix(line, "Deleted "+p+" ") || strings.HasPrefix(line, "Deleted "+p+"/") {
-					deleted = append(deleted, "kernel: "+line)
-				}
-			}
-		}
+		deleted := deletions(monitor.Logs(), watched)
 		bgpdLog := net1.frr.BgpdLogs()[bgpdFrom:]
 		for _, line := range strings.Split(bgpdLog, "\n") {
 			for _, p := range []string{vip + "/32", a.podNet, b.podNet} {
@@ -378,6 +385,91 @@ func TestDataPath(t *testing.T) {
 			}
 		}
 	})
+}
+
+// monitorRoutes records every change of the router's kernel routes.
+func monitorRoutes(t *testing.T) *framework.Process {
+	t.Helper()
+	monitor, err := framework.StartProcess("ip", t.TempDir(), "route-monitor", 0, nil, "netns", "exec", net1.router.Name, "ip", "monitor", "route")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A change of the test's own first proves the monitor records.
+	// It may not listen yet at first: the route is added until it is seen.
+	const canary = "198.51.100.250/32"
+	framework.Eventually(t, 10*time.Second, "the route monitor sees a route added", func() (bool, string) {
+		net1.router.IP("route", "del", canary, "dev", "lo")
+		if _, err := net1.router.IP("route", "add", canary, "dev", "lo"); err != nil {
+			return false, err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+		return strings.Contains(monitor.Logs(), "198.51.100.250"), "not in the monitor's output"
+	})
+	return monitor
+}
+
+// deletions are the lines of `ip monitor route` output that delete a route
+// to one of prefixes.
+func deletions(monitorLog string, prefixes []string) []string {
+	var out []string
+	for _, line := range strings.Split(monitorLog, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, "Deleted "+p+" ") || strings.HasPrefix(line, "Deleted "+p+"/") {
+				out = append(out, "kernel: "+line)
+			}
+		}
+	}
+	return out
+}
+
+// probes connects pod to pod (a to b) and to the VIP every 100 ms.
+type probes struct {
+	stop     chan struct{}
+	done     chan struct{}
+	probes   int
+	failures int
+	longest  time.Duration
+	firstErr string
+}
+
+func startProbes(a, b *node, vip string) *probes {
+	p := &probes{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		var downSince time.Time
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+			}
+			p.probes++
+			_, errPod := ask(a.ns, a.podIP, b.podIP+":8080")
+			_, errVIP := ask(net1.client, "", vip+":80")
+			if errPod == nil && errVIP == nil {
+				downSince = time.Time{}
+				continue
+			}
+			if p.firstErr == "" {
+				p.firstErr = fmt.Sprintf("pod: %v; VIP: %v", errPod, errVIP)
+			}
+			p.failures++
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
+			p.longest = max(p.longest, time.Since(downSince))
+		}
+	}()
+	return p
+}
+
+// end stops the probes and returns what they saw.
+func (p *probes) end() (probes, failures int, longest time.Duration, firstErr string) {
+	close(p.stop)
+	<-p.done
+	return p.probes, p.failures, p.longest, p.firstErr
 }
 
 // grBits finds FRR's "rBit" and "fBit" (the first, IPv4 unicast's) in the

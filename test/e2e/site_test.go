@@ -10,21 +10,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
-// The site: a router with a fabric bridge for the nodes, a link to the
-// CCM's namespace and one to a client.
+// The site: a router with a fabric bridge for the nodes, a link to each of
+// two control-plane hosts where CCM replicas run (each its own address, as
+// replicas spread over nodes have), and one to a client.
 const (
 	routerASN = 64500
 	ccmASN    = 64512
 	routerIP  = "10.250.255.1"
-	ccmIP     = "10.250.255.2"
+	ccmIP     = "10.250.255.2" // the first control-plane host
 	fabricGW  = "10.250.0.1"
 	clientIP  = "10.250.254.2"
 	vipPool   = "10.250.100.0/24"
 )
+
+// restartTime is the routers' graceful-restart time for our sessions: how
+// long a replica that went away leaves its paths at the router.
+const restartTime = 15 * time.Second
 
 type node struct {
 	name   string
@@ -34,15 +40,22 @@ type node struct {
 	podIP  string // a "pod" address in it
 }
 
+// host is a control-plane host a CCM replica runs on.
+type host struct {
+	ns         *framework.Netns
+	ip         string // its address, the replica's POD_IP
+	apiPort    int    // the API server, as seen inside ns
+	kubeconfig string // the CCM's, through apiPort
+}
+
 type site struct {
 	dir       string
 	router    *framework.Netns
-	ccmNS     *framework.Netns
+	hosts     []*host
 	client    *framework.Netns
 	nodes     []*node
 	frr       *framework.FRR
 	gobgpd    *framework.GoBGPD
-	apiPort   int // the API server, as seen inside ccmNS
 	namespace []*framework.Netns
 }
 
@@ -57,6 +70,8 @@ router bgp 64500
  bgp graceful-restart
  neighbor 10.250.255.2 remote-as 64512
  neighbor 10.250.255.2 timers 3 9
+ neighbor 10.250.255.6 remote-as 64512
+ neighbor 10.250.255.6 timers 3 9
  !
  address-family ipv4 unicast
   maximum-paths 8
@@ -91,8 +106,12 @@ func buildSite(apiServer string) (_ *site, err error) {
 	if s.router, err = newNS("router"); err != nil {
 		return nil, err
 	}
-	if s.ccmNS, err = newNS("ccm"); err != nil {
-		return nil, err
+	for i, ip := range []string{ccmIP, "10.250.255.6"} {
+		h := &host{ip: ip}
+		if h.ns, err = newNS(fmt.Sprintf("cp%d", i+1)); err != nil {
+			return nil, err
+		}
+		s.hosts = append(s.hosts, h)
 	}
 	if s.client, err = newNS("client"); err != nil {
 		return nil, err
@@ -112,7 +131,15 @@ func buildSite(apiServer string) (_ *site, err error) {
 			return nil, err
 		}
 	}
-	if err := framework.Veth(s.router, "to-ccm", routerIP+"/30", s.ccmNS, "to-router", ccmIP+"/30"); err != nil {
+	// Each host has a /30 to the router; both reach the router's
+	// session address, routerIP, the first through its link.
+	if err := framework.Veth(s.router, "to-cp1", routerIP+"/30", s.hosts[0].ns, "to-router", ccmIP+"/30"); err != nil {
+		return nil, err
+	}
+	if err := framework.Veth(s.router, "to-cp2", "10.250.255.5/30", s.hosts[1].ns, "to-router", s.hosts[1].ip+"/30"); err != nil {
+		return nil, err
+	}
+	if _, err := s.hosts[1].ns.IP("route", "add", routerIP+"/32", "via", "10.250.255.5"); err != nil {
 		return nil, err
 	}
 	if err := framework.Veth(s.router, "to-client", "10.250.254.1/24", s.client, "eth0", clientIP+"/24"); err != nil {
@@ -149,8 +176,9 @@ func buildSite(apiServer string) (_ *site, err error) {
 	if s.frr, err = framework.StartFRR(s.router, s.dir, bgpdConf); err != nil {
 		return nil, err
 	}
-	// gobgpd beside the CCM, for the interop check on its RIB.
-	if s.gobgpd, err = framework.StartGoBGPDIn(s.ccmNS, s.dir, "gobgpd", "127.0.0.1", 64501,
+	// gobgpd beside the first host's CCM, for the interop check on its
+	// RIB (the second host's replica finds no one at 127.0.0.1).
+	if s.gobgpd, err = framework.StartGoBGPDIn(s.hosts[0].ns, s.dir, "gobgpd", "127.0.0.1", 64501,
 		[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: ccmASN, AddPath: true}}); err != nil {
 		return nil, err
 	}
@@ -158,8 +186,10 @@ func buildSite(apiServer string) (_ *site, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.apiPort, err = s.ccmNS.ForwardInto(u.Host); err != nil {
-		return nil, err
+	for _, h := range s.hosts {
+		if h.apiPort, err = h.ns.ForwardInto(u.Host); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -194,19 +224,19 @@ func (s *site) cloudConfig() string {
 routes: {}
 bgp:
   localASN: %d
-  routerID: %s
+  # No routerID: each replica's is its own address (POD_IP).
   peers:
   - address: %s
     asn: %d
     holdTime: 9s
     connectRetryTime: 1s
-    gracefulRestart: {restartTime: 120s}
+    gracefulRestart: {restartTime: %ds}
   - address: 127.0.0.1
     port: %d
     asn: 64501
     holdTime: 9s
     connectRetryTime: 1s
-`, vipPool, ccmASN, ccmIP, routerIP, routerASN, s.gobgpd.Port)
+`, vipPool, ccmASN, routerIP, routerASN, int(restartTime/time.Second), s.gobgpd.Port)
 	return b.String()
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -160,7 +161,7 @@ func (s *Site) WriteConfig(content string) {
 }
 
 // StartReplica starts one replica as the Pod name in kube-system, without
-// waiting for it to lead.
+// waiting for it to lead. Its BGP sessions come from 127.0.0.1.
 func (s *Site) StartReplica(name string, extraArgs ...string) *Process {
 	s.T.Helper()
 	return StartReplica(s.T, CCM{
@@ -168,6 +169,33 @@ func (s *Site) StartReplica(name string, extraArgs ...string) *Process {
 		Name:        name,
 		Kubeconfig:  s.Suite.Kubeconfig,
 		CloudConfig: s.Config.Path(),
+		Args:        extraArgs,
+		Env:         []string{"POD_NAME=" + name, "POD_NAMESPACE=kube-system"},
+	})
+}
+
+// StartReplicaFrom starts a replica as on another host: its BGP sessions
+// come from source (another loopback address), and its router ID is
+// source. It reads a copy of the cloud config that differs from the site's
+// only there: replicas on different hosts share one config, and each
+// host's routing picks its own address.
+func (s *Site) StartReplicaFrom(name, source string, extraArgs ...string) *Process {
+	s.T.Helper()
+	b, err := os.ReadFile(s.Config.Path())
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	own := regexp.MustCompile(`(?m)^( +)asn: (\d+)$`).ReplaceAllString(string(b), "${1}asn: ${2}\n${1}sourceAddress: "+source)
+	own = regexp.MustCompile(`(?m)^  routerID: .*$`).ReplaceAllString(own, "  routerID: "+source)
+	path := filepath.Join(s.T.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(path, []byte(own), 0o644); err != nil {
+		s.T.Fatal(err)
+	}
+	return StartReplica(s.T, CCM{
+		Binary:      s.Suite.Binary,
+		Name:        name,
+		Kubeconfig:  s.Suite.Kubeconfig,
+		CloudConfig: path,
 		Args:        extraArgs,
 		Env:         []string{"POD_NAME=" + name, "POD_NAMESPACE=kube-system"},
 	})
@@ -182,10 +210,15 @@ func (s *Site) StartCCM(name string, extraArgs ...string) *Process {
 }
 
 // StartPeer starts a gobgpd on 127.0.0.1 (AS 64500) that takes every path
-// (ADD-PATH) from a CCM on 127.0.0.1 with AS 64512, for the test.
-func StartPeer(t testing.TB) *GoBGPD {
+// (ADD-PATH) from a CCM on 127.0.0.1 with AS 64512, and from replicas at
+// the other addresses, for the test.
+func StartPeer(t testing.TB, others ...string) *GoBGPD {
 	t.Helper()
-	peer, err := StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500, []GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true}})
+	neighbours := []GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true}}
+	for _, a := range others {
+		neighbours = append(neighbours, GoBGPNeighbor{Address: a, ASN: 64512, AddPath: true})
+	}
+	peer, err := StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500, neighbours)
 	if err != nil {
 		t.Fatal(err)
 	}
