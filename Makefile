@@ -65,8 +65,9 @@ chaos: tools build
 	$(GO) test -count=1 -timeout 30m ./test/chaos/... $(if $(CHAOSFLAGS),-args $(CHAOSFLAGS))
 
 # Data path in network namespaces with FRR; needs root (installs frr).
+# The full size of the restart test: make e2e E2EFLAGS="-restart-services=1000 -restart-nodes=100"
 e2e: tools build
-	$(GO) test -count=1 -timeout 20m ./test/e2e/...
+	$(GO) test -count=1 -timeout 40m ./test/e2e/... $(if $(E2EFLAGS),-args $(E2EFLAGS))
 
 # Bounded fuzzing of the config parser and the annotation parsers; the seed
 # corpus is in each package's testdata/fuzz.

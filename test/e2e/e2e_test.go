@@ -60,17 +60,23 @@ func startCCM(t *testing.T, name string) *framework.Process {
 	return startCCMOn(t, name, net1.hosts[0])
 }
 
-// startCCMOn starts a replica on h, with the cloud config every replica shares.
-func startCCMOn(t *testing.T, name string, h *host) *framework.Process {
+// startCCMOn starts a replica on h, with the cloud config every replica
+// shares, listing the site's nodes and machines.
+func startCCMOn(t *testing.T, name string, h *host, machines ...*node) *framework.Process {
 	t.Helper()
-	cfg, err := net1.writeConfig()
+	cfg, err := net1.writeConfig(machines...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	args := []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/15", "--route-reconciliation-period=2s"}
+	if len(machines) > 0 {
+		// Many Services and Nodes at once: the client limits of a large site.
+		args = append(args, "--kube-api-qps=200", "--kube-api-burst=300", "--concurrent-service-syncs=4")
 	}
 	return framework.StartReplica(t, framework.CCM{
 		Binary: ccmBinary, Name: name, Kubeconfig: h.kubeconfig, CloudConfig: cfg, Netns: h.ns.Name,
 		Env:  []string{"POD_IP=" + h.ip},
-		Args: []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s"},
+		Args: args,
 	})
 }
 
@@ -295,7 +301,7 @@ func TestDataPath(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		probes, failures, longest, firstErr := probe.end()
 		monitor.Stop()
-		deleted := deletions(monitor.Logs(), []string{vip, a.podNet, b.podNet, c.podNet})
+		deleted := deletions(monitor.Logs(), "", []string{vip + "/32", a.podNet, b.podNet, c.podNet})
 		fmt.Printf("failover to another host: the router's table was the desired state %s after the leader was killed (restart time %s); %d probes, %d failed\n",
 			converged.Round(100*time.Millisecond), restartTime, probes, failures)
 		t.Logf("failover: desired state at the router after %s; %d probes, %d failed, longest gap %s; route changes:\n%s",
@@ -328,16 +334,7 @@ func TestDataPath(t *testing.T) {
 		}
 		monitor := monitorRoutes(t)
 		defer monitor.Stop()
-		// The kernel may not see a route that bgpd deletes and installs
-		// again a few milliseconds later (zebra batches its work), so
-		// bgpd's own record of what it tells zebra counts too.
-		if out, err := net1.frr.Vtysh("configure terminal", "log stdout debugging", "end", "debug bgp zebra"); err != nil {
-			t.Fatal(err, out)
-		}
-		if out, _ := net1.frr.Vtysh("show debugging"); !strings.Contains(out, "BGP zebra debugging is on") {
-			t.Fatalf("bgpd does not log what it gives zebra:\n%s", out)
-		}
-		bgpdFrom := len(net1.frr.BgpdLogs())
+		bgpdFrom := logZebraUpdates(t)
 		established := func(p *framework.Process) {
 			t.Helper()
 			framework.WaitLeader(t, p)
@@ -366,15 +363,7 @@ func TestDataPath(t *testing.T) {
 		established(again)
 		monitor.Stop()
 
-		deleted := deletions(monitor.Logs(), watched)
-		bgpdLog := net1.frr.BgpdLogs()[bgpdFrom:]
-		for _, line := range strings.Split(bgpdLog, "\n") {
-			for _, p := range []string{vip + "/32", a.podNet, b.podNet} {
-				if strings.Contains(line, "Tx route delete") && (strings.HasSuffix(strings.TrimSpace(line), " "+p) || strings.Contains(line, " "+p+" ")) {
-					deleted = append(deleted, "bgpd: "+line)
-				}
-			}
-		}
+		deleted := deletions(monitor.Logs(), net1.frr.BgpdLogs()[bgpdFrom:], []string{vip + "/32", a.podNet, b.podNet})
 		t.Logf("route changes at the router over a kill -9 and a clean stop:\n%s", monitor.Logs())
 		if len(deleted) > 0 {
 			t.Errorf("the router deleted routes that should have stayed:\n%s", strings.Join(deleted, "\n"))
@@ -385,6 +374,21 @@ func TestDataPath(t *testing.T) {
 			}
 		}
 	})
+}
+
+// logZebraUpdates makes bgpd log what it tells zebra, and returns where
+// its log is now. The kernel may not see a route that bgpd deletes and
+// installs again a few milliseconds later (zebra batches its work), so
+// bgpd's own record counts too.
+func logZebraUpdates(t *testing.T) int {
+	t.Helper()
+	if out, err := net1.frr.Vtysh("configure terminal", "log stdout debugging", "end", "debug bgp zebra"); err != nil {
+		t.Fatal(err, out)
+	}
+	if out, _ := net1.frr.Vtysh("show debugging"); !strings.Contains(out, "BGP zebra debugging is on") {
+		t.Fatalf("bgpd does not log what it gives zebra:\n%s", out)
+	}
+	return len(net1.frr.BgpdLogs())
 }
 
 // monitorRoutes records every change of the router's kernel routes.
@@ -409,13 +413,28 @@ func monitorRoutes(t *testing.T) *framework.Process {
 }
 
 // deletions are the lines of `ip monitor route` output that delete a route
-// to one of prefixes.
-func deletions(monitorLog string, prefixes []string) []string {
+// to one of prefixes, and of bgpd's zebra debug log that tell zebra to.
+func deletions(monitorLog, bgpdLog string, prefixes []string) []string {
+	watched := map[string]bool{}
+	for _, p := range prefixes {
+		watched[p] = true
+		// ip prints a host route without its length.
+		watched[strings.TrimSuffix(p, "/32")] = true
+	}
 	var out []string
 	for _, line := range strings.Split(monitorLog, "\n") {
-		for _, p := range prefixes {
-			if strings.HasPrefix(line, "Deleted "+p+" ") || strings.HasPrefix(line, "Deleted "+p+"/") {
-				out = append(out, "kernel: "+line)
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Deleted" && watched[f[1]] {
+			out = append(out, "kernel: "+line)
+		}
+	}
+	for _, line := range strings.Split(bgpdLog, "\n") {
+		if !strings.Contains(line, "Tx route delete") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if strings.Contains(f, "/") && watched[f] {
+				out = append(out, "bgpd: "+line)
+				break
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ const (
 	fabricGW  = "10.250.0.1"
 	clientIP  = "10.250.254.2"
 	vipPool   = "10.250.100.0/24"
+	bulkPool  = "10.251.0.0/20"
 )
 
 // restartTime is the routers' graceful-restart time for our sessions: how
@@ -209,11 +211,13 @@ func (s *site) teardown() {
 	}
 }
 
-// cloudConfig lists the nodes as machines and switches on pools and routes.
-func (s *site) cloudConfig() string {
+// cloudConfig lists the nodes, and the machines of nodes that are only
+// API objects, and switches on pools and routes. The bulk pool serves
+// Services that name it.
+func (s *site) cloudConfig(machines ...*node) string {
 	var b strings.Builder
 	b.WriteString("inventory:\n  machines:\n")
-	for _, n := range s.nodes {
+	for _, n := range append(slices.Clone(s.nodes), machines...) {
 		fmt.Fprintf(&b, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
 	}
 	fmt.Fprintf(&b, `loadBalancer:
@@ -221,6 +225,9 @@ func (s *site) cloudConfig() string {
   - name: site
     addresses: [%s]
     avoidBuggyIPs: true
+  - name: bulk
+    addresses: [%s]
+    autoAssign: false
 routes: {}
 bgp:
   localASN: %d
@@ -236,11 +243,11 @@ bgp:
     asn: 64501
     holdTime: 9s
     connectRetryTime: 1s
-`, vipPool, ccmASN, routerIP, routerASN, int(restartTime/time.Second), s.gobgpd.Port)
+`, vipPool, bulkPool, ccmASN, routerIP, routerASN, int(restartTime/time.Second), s.gobgpd.Port)
 	return b.String()
 }
 
-func (s *site) writeConfig() (string, error) {
+func (s *site) writeConfig(machines ...*node) (string, error) {
 	path := filepath.Join(s.dir, "cloud.yaml")
-	return path, os.WriteFile(path, []byte(s.cloudConfig()), 0o644)
+	return path, os.WriteFile(path, []byte(s.cloudConfig(machines...)), 0o644)
 }
