@@ -18,8 +18,8 @@ import (
 
 // The full size is the README's: make e2e E2EFLAGS="-restart-services=1000 -restart-nodes=100".
 var (
-	restartServices = flag.Int("restart-services", 50, "LoadBalancer Services in the restart-at-scale test")
-	restartNodes    = flag.Int("restart-nodes", 10, "Nodes (each a next hop of every VIP, with a pod route) in the restart-at-scale test")
+	restartServices = flag.Int("restart-services", 200, "LoadBalancer Services in the restart-at-scale test")
+	restartNodes    = flag.Int("restart-nodes", 50, "Nodes (each a next hop of every VIP, with a pod route) in the restart-at-scale test")
 )
 
 // TestRestartAtScaleDeletesNoRoute restarts the only replica, by kill -9

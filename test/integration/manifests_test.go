@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,11 +64,13 @@ func TestManifestsApply(t *testing.T) {
 		}
 	}
 	checkLockedDown("the Deployment", d.Spec.Template.Spec)
+	checkMemory(t, "the Deployment", d.Spec.Template.Spec)
 	pod, err := suite.Cluster.Admin.CoreV1().Pods("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkLockedDown("the static pod", pod.Spec)
+	checkMemory(t, "the static pod", pod.Spec)
 	if pod.Spec.Priority == nil || *pod.Spec.Priority < 2000000000 {
 		t.Errorf("the static pod did not get a system-critical priority: %v", pod.Spec.Priority)
 	}
@@ -84,6 +87,47 @@ func TestManifestsApply(t *testing.T) {
 		}
 		if !strings.Contains(readFile(t, filepath.Join(deploy, "kubeadm", f)), "value: external") {
 			t.Errorf("deploy/kubeadm/%s does not run the kubelet with --cloud-provider=external", f)
+		}
+	}
+}
+
+// peakAtTwiceBench is the CCM's peak RSS measured by `make bench` at twice
+// its size (BENCHFLAGS="--services=2000 --nodes=100"), and fileBacked the
+// part of it that is the binary's pages, which GOMEMLIMIT does not count.
+const (
+	peakAtTwiceBench = 298 << 20
+	fileBacked       = 64 << 20
+)
+
+// checkMemory holds the shipped memory limit to the measurement: room for
+// twice the benchmark's size, and a Go soft limit (GOMEMLIMIT) that leaves
+// the binary's pages inside the limit.
+func checkMemory(t *testing.T, what string, spec corev1.PodSpec) {
+	t.Helper()
+	for _, c := range spec.Containers {
+		limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+		if !ok {
+			t.Errorf("%s container %s has no memory limit", what, c.Name)
+			continue
+		}
+		if limit.Value() < peakAtTwiceBench {
+			t.Errorf("%s container %s: memory limit %s is below the peak measured at twice the benchmark's size (%d MiB)", what, c.Name, limit.String(), peakAtTwiceBench>>20)
+		}
+		soft := int64(-1)
+		for _, e := range c.Env {
+			if mib, found := strings.CutSuffix(e.Value, "MiB"); e.Name == "GOMEMLIMIT" && found {
+				if n, err := strconv.ParseInt(mib, 10, 64); err == nil {
+					soft = n << 20
+				}
+			}
+		}
+		switch {
+		case soft < 0:
+			t.Errorf("%s container %s sets no GOMEMLIMIT in MiB", what, c.Name)
+		case soft+fileBacked > limit.Value():
+			t.Errorf("%s container %s: GOMEMLIMIT %d MiB and the binary's %d MiB exceed the limit %s", what, c.Name, soft>>20, fileBacked>>20, limit.String())
+		case soft < peakAtTwiceBench-fileBacked:
+			t.Errorf("%s container %s: GOMEMLIMIT %d MiB is below what twice the benchmark's size needs (%d MiB)", what, c.Name, soft>>20, (peakAtTwiceBench-fileBacked)>>20)
 		}
 	}
 }
