@@ -73,7 +73,7 @@ func TestStandbyAnnouncesWhatTheStatusSays(t *testing.T) {
 	svcs := []*v1.Service{
 		lbWithStatus("first", t0, "10.1.0.1"),
 		lbWithStatus("copy", t0.Add(time.Minute), "10.1.0.1"), // a younger Service claiming it
-		lbWithStatus("outside", t0, "192.0.2.9"),             // kept outside the pools
+		lbWithStatus("outside", t0, "192.0.2.9"),              // kept outside the pools
 		lbWithStatus("pending", t0, ""),                       // no address yet
 		deleting,
 	}
