@@ -37,7 +37,12 @@ type Pool struct {
 	Namespaces []string `yaml:"namespaces"`
 	// ServiceSelector, if set, must match a Service's labels.
 	ServiceSelector *LabelSelector `yaml:"serviceSelector"`
-	BGP             PoolBGP        `yaml:"bgp"`
+	// SharedAcrossNamespaces are the sharing keys under which Services of
+	// different namespaces may share an address of this pool. Without one,
+	// a key shares only within its namespace: another tenant using the same
+	// key gets an address of its own.
+	SharedAcrossNamespaces []string `yaml:"sharedAcrossNamespaces"`
+	BGP                    PoolBGP  `yaml:"bgp"`
 }
 
 // Auto reports whether the pool serves Services that name no pool.

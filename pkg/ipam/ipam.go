@@ -4,7 +4,9 @@
 package ipam
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net/netip"
 	"slices"
@@ -38,6 +40,12 @@ type Request struct {
 	Pool       string
 	SharingKey string
 	Ports      []Port
+	// TrafficLocal is externalTrafficPolicy: Local; Selector the Service's
+	// pod selector, written canonically. Services share an address only
+	// when they are announced alike: Cluster with Cluster, or Local with
+	// Local selecting the same pods (so the same nodes have endpoints).
+	TrafficLocal bool
+	Selector     string
 }
 
 // Family is an IP family.
@@ -65,9 +73,11 @@ type pool struct {
 }
 
 type owner struct {
-	service    string
-	sharingKey string
-	ports      []Port
+	service, namespace string
+	sharingKey         string
+	ports              []Port
+	trafficLocal       bool
+	selector           string
 }
 
 // Allocator hands out addresses. It is not safe for concurrent use.
@@ -163,22 +173,34 @@ func (a *Allocator) Release(service string) {
 }
 
 // Assign records addresses a Service already has (from its status), as they
-// are, at start. It refuses only a conflict with another Service; an
-// address outside every pool is kept.
-func (a *Allocator) Assign(req Request, addrs []netip.Addr) error {
+// are, at start. An address another Service holds in a way req may not
+// share is left out, with an error naming it; the others are recorded, so
+// a Service that loses one family keeps the other. An address outside
+// every pool is kept.
+func (a *Allocator) Assign(req Request, addrs []netip.Addr) ([]netip.Addr, error) {
+	var kept []netip.Addr
+	var errs []string
 	for _, addr := range addrs {
 		if err := a.shareable(addr, req); err != nil {
-			return err
+			errs = append(errs, err.Error())
+			continue
 		}
+		kept = append(kept, addr)
 	}
-	a.take(req, addrs)
-	return nil
+	if len(kept) > 0 {
+		a.take(req, kept)
+	}
+	if len(errs) > 0 {
+		return kept, errors.New(strings.Join(errs, "; "))
+	}
+	return kept, nil
 }
 
 func (a *Allocator) take(req Request, addrs []netip.Addr) {
 	a.Release(req.Service)
 	for _, addr := range addrs {
-		a.owners[addr] = append(a.owners[addr], owner{service: req.Service, sharingKey: req.SharingKey, ports: req.Ports})
+		a.owners[addr] = append(a.owners[addr], owner{service: req.Service, namespace: req.Namespace, sharingKey: req.SharingKey,
+			ports: req.Ports, trafficLocal: req.TrafficLocal, selector: req.Selector})
 	}
 	a.byService[req.Service] = slices.Clone(addrs)
 }
@@ -192,6 +214,15 @@ func (a *Allocator) shareable(addr netip.Addr, req Request) error {
 		if req.SharingKey == "" || o.sharingKey != req.SharingKey {
 			return fmt.Errorf("%s is in use by Service %s", addr, o.service)
 		}
+		if o.namespace != req.Namespace && !a.sharedAcrossNamespaces(addr, req.SharingKey) {
+			return fmt.Errorf("%s is shared under key %q by Service %s of another namespace; a key joins namespaces only when its pool lists it in sharedAcrossNamespaces", addr, req.SharingKey, o.service)
+		}
+		if o.trafficLocal != req.TrafficLocal {
+			return fmt.Errorf("%s is shared with Service %s, whose externalTrafficPolicy is %s: Services sharing an address must have the same policy", addr, o.service, policyName(o.trafficLocal))
+		}
+		if o.trafficLocal && o.selector != req.Selector {
+			return fmt.Errorf("%s is shared with Service %s, which selects other pods (%s): with externalTrafficPolicy Local, Services sharing an address must have the same selector", addr, o.service, o.selector)
+		}
 		for _, p := range req.Ports {
 			if slices.Contains(o.ports, p) {
 				return fmt.Errorf("%s is shared with Service %s, which also uses port %d/%s", addr, o.service, p.Port, p.Protocol)
@@ -201,53 +232,72 @@ func (a *Allocator) shareable(addr netip.Addr, req Request) error {
 	return nil
 }
 
+func policyName(local bool) string {
+	if local {
+		return "Local"
+	}
+	return "Cluster"
+}
+
+func (a *Allocator) sharedAcrossNamespaces(addr netip.Addr, key string) bool {
+	p := a.poolOf(addr)
+	return p != nil && slices.Contains(p.SharedAcrossNamespaces, key)
+}
+
 // Allocate returns the addresses the Service should have, allocating what it
-// lacks. What the Service holds already is kept when it still fits the
-// request. On error nothing changes: the Service keeps what it had.
+// lacks. Each address it holds is kept while the request still allows it,
+// whatever happens to the other family: a Service that becomes dual-stack,
+// single-stack, or asks for another address of one family keeps the other.
+// An edit that breaks the sharing of an address it holds (a port another
+// sharer uses, another traffic policy) is refused. On error nothing
+// changes: the Service keeps what it had.
 func (a *Allocator) Allocate(req Request) ([]netip.Addr, error) {
-	if held := a.byService[req.Service]; len(held) > 0 && a.fits(held, req) {
-		a.take(req, held) // ports or sharing key may have changed
-		return slices.Clone(held), nil
-	}
-	addrs, err := a.choose(req)
-	if err != nil {
-		return nil, err
-	}
-	a.take(req, addrs)
-	return slices.Clone(addrs), nil
-}
-
-// fits reports whether held satisfies req as it is now.
-func (a *Allocator) fits(held []netip.Addr, req Request) bool {
-	if len(held) != len(req.Families) {
-		return false
-	}
-	for i, f := range req.Families {
-		if FamilyOf(held[i]) != f {
-			return false
-		}
-	}
-	for _, r := range req.Requested {
-		if !slices.Contains(held, r) {
-			return false
-		}
-	}
-	for _, addr := range held {
-		if req.Pool != "" && a.PoolOf(addr) != req.Pool && !slices.Contains(req.Requested, addr) {
-			return false
-		}
-		if a.shareable(addr, req) != nil {
-			return false
-		}
-	}
-	return true
-}
-
-func (a *Allocator) choose(req Request) ([]netip.Addr, error) {
 	if len(req.Families) == 0 {
 		return nil, fmt.Errorf("the Service asks for no IP family")
 	}
-	byFamily := map[Family]netip.Addr{}
+	keep, err := a.keepable(req)
+	if err != nil {
+		return nil, err
+	}
+	byFamily, err := a.choose(req, keep)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(req.Families))
+	for _, f := range req.Families {
+		out = append(out, byFamily[f])
+	}
+	a.take(req, out)
+	return slices.Clone(out), nil
+}
+
+// keepable are the addresses the Service holds that req still allows, by
+// family: of a wanted family, the one requested for it if any, in the
+// requested pool if any. A requested address is left to choose, so that
+// a request held and a request made fresh follow one rule.
+func (a *Allocator) keepable(req Request) (map[Family]netip.Addr, error) {
+	keep := map[Family]netip.Addr{}
+	for _, addr := range a.byService[req.Service] {
+		f := FamilyOf(addr)
+		if !slices.Contains(req.Families, f) || slices.ContainsFunc(req.Requested, func(r netip.Addr) bool { return FamilyOf(r) == f }) {
+			continue
+		}
+		if req.Pool != "" && a.PoolOf(addr) != req.Pool {
+			continue
+		}
+		if err := a.shareable(addr, req); err != nil {
+			return nil, fmt.Errorf("the Service keeps its address: %w", err)
+		}
+		keep[f] = addr
+	}
+	return keep, nil
+}
+
+// choose completes keep with the requested addresses and new ones. New
+// addresses come from the pool of the requested ones, else of a kept one,
+// else the first pool that serves the Service.
+func (a *Allocator) choose(req Request, keep map[Family]netip.Addr) (map[Family]netip.Addr, error) {
+	byFamily := maps.Clone(keep)
 	var from *pool
 	var fromAddr netip.Addr
 	for _, r := range req.Requested {
@@ -277,30 +327,35 @@ func (a *Allocator) choose(req Request) ([]netip.Addr, error) {
 		from, fromAddr = p, r
 		byFamily[f] = r
 	}
-	if len(byFamily) < len(req.Families) {
-		candidates, err := a.candidatePools(req, from)
-		if err != nil {
-			return nil, err
-		}
-		var errs []string
-		for _, p := range candidates {
-			picked, err := a.pick(p, req, byFamily)
-			if err == nil {
-				byFamily = picked
-				from = p
-				break
-			}
-			errs = append(errs, err.Error())
-		}
-		if len(byFamily) < len(req.Families) {
-			return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
-		}
-	}
-	out := make([]netip.Addr, 0, len(req.Families))
+	var missing []Family
 	for _, f := range req.Families {
-		out = append(out, byFamily[f])
+		if _, ok := byFamily[f]; !ok {
+			missing = append(missing, f)
+		}
 	}
-	return out, nil
+	if len(missing) == 0 {
+		return byFamily, nil
+	}
+	if from == nil {
+		for _, addr := range keep {
+			if p := a.poolOf(addr); p != nil && a.allowed(p, req) == nil {
+				from = p
+			}
+		}
+	}
+	candidates, err := a.candidatePools(req, from, missing)
+	if err != nil {
+		return nil, err
+	}
+	var errs []string
+	for _, p := range candidates {
+		picked, err := a.pick(p, req, byFamily)
+		if err == nil {
+			return picked, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return nil, errors.New(strings.Join(errs, "; "))
 }
 
 func (a *Allocator) poolNames() string {
@@ -314,8 +369,9 @@ func (a *Allocator) poolNames() string {
 	return strings.Join(names, ", ")
 }
 
-// candidatePools are the pools req may allocate from, in config order.
-func (a *Allocator) candidatePools(req Request, fixed *pool) ([]*pool, error) {
+// candidatePools are the pools req may allocate the missing families
+// from, in config order.
+func (a *Allocator) candidatePools(req Request, fixed *pool, missing []Family) ([]*pool, error) {
 	if fixed != nil {
 		return []*pool{fixed}, nil
 	}
@@ -332,7 +388,7 @@ func (a *Allocator) candidatePools(req Request, fixed *pool) ([]*pool, error) {
 	}
 	var out []*pool
 	for _, p := range a.pools {
-		if p.Auto() && a.allowed(p, req) == nil && p.hasFamilies(req.Families) {
+		if p.Auto() && a.allowed(p, req) == nil && p.hasFamilies(missing) {
 			out = append(out, p)
 		}
 	}
@@ -420,7 +476,8 @@ func buggy(a netip.Addr) bool {
 	return last == 0 || last == 255
 }
 
-// size is how many addresses of family f the pool has, for messages.
+// size is how many addresses of family f the pool hands out, for
+// messages: those avoidBuggyIPs skips are not counted.
 func (p *pool) size(f Family) string {
 	total := new(big.Int)
 	for _, r := range p.ranges {
@@ -429,7 +486,23 @@ func (p *pool) size(f Family) string {
 		}
 		first := new(big.Int).SetBytes(r.First.AsSlice())
 		last := new(big.Int).SetBytes(r.Last.AsSlice())
-		total.Add(total, last.Sub(last, first).Add(last, big.NewInt(1)))
+		total.Add(total, new(big.Int).Sub(last, first))
+		total.Add(total, big.NewInt(1))
+		if p.AvoidBuggyIPs && f == IPv4 {
+			lo, hi := first.Int64(), last.Int64()
+			total.Sub(total, big.NewInt(endingIn(lo, hi, 0)+endingIn(lo, hi, 255)))
+		}
 	}
 	return total.String()
+}
+
+// endingIn counts the n in [lo, hi] with n%256 == r.
+func endingIn(lo, hi, r int64) int64 {
+	below := func(x int64) int64 { // how many n in [0, x] have n%256 == r
+		if x < r {
+			return 0
+		}
+		return (x-r)/256 + 1
+	}
+	return below(hi) - below(lo-1)
 }

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -147,10 +148,10 @@ func TestSharing(t *testing.T) {
 
 func TestAssignAndPoolEdits(t *testing.T) {
 	a := New(pools(t, "  - {name: p, addresses: [192.0.2.0/30]}\n"))
-	if err := a.Assign(v4("a"), addrs("192.0.2.2")); err != nil {
+	if _, err := a.Assign(v4("a"), addrs("192.0.2.2")); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Assign(v4("b"), addrs("192.0.2.2")); err == nil {
+	if _, err := a.Assign(v4("b"), addrs("192.0.2.2")); err == nil {
 		t.Error("two Services assigned one address without a sharing key")
 	}
 	if got, _ := a.Allocate(v4("c")); got[0] != netip.MustParseAddr("192.0.2.0") {
@@ -162,5 +163,197 @@ func TestAssignAndPoolEdits(t *testing.T) {
 	}
 	if got, err := a.Allocate(v4("a")); err != nil || got[0] != netip.MustParseAddr("192.0.2.2") {
 		t.Errorf("a VIP outside the edited pool must keep serving: %v, %v", got, err)
+	}
+}
+
+// Two Services with one sharing key share an address only when they are
+// announced alike and, across namespaces, only under a key the pool lists.
+func TestSharingRules(t *testing.T) {
+	base := func(ns, name string, port int32) Request {
+		return Request{Service: ns + "/" + name, Namespace: ns, Families: []Family{IPv4}, SharingKey: "k", Ports: []Port{{"TCP", port}}}
+	}
+	local := func(r Request, selector string) Request { r.TrafficLocal, r.Selector = true, selector; return r }
+	for _, tc := range []struct {
+		name        string
+		pool        string
+		first, next Request
+		shares      bool
+		why         string // in the error when next asks for first's address
+	}{
+		{name: "Cluster with Cluster", first: base("a", "web", 80), next: base("a", "dns", 53), shares: true},
+		{name: "Local with Local, same pods", first: local(base("a", "web", 80), "app=x"), next: local(base("a", "dns", 53), "app=x"), shares: true},
+		{name: "Local with Local, other pods", first: local(base("a", "web", 80), "app=x"), next: local(base("a", "dns", 53), "app=y"),
+			why: "must have the same selector"},
+		{name: "Local with Cluster", first: local(base("a", "web", 80), "app=x"), next: base("a", "dns", 53),
+			why: "whose externalTrafficPolicy is Local"},
+		{name: "Cluster with Local", first: base("a", "web", 80), next: local(base("a", "dns", 53), "app=x"),
+			why: "whose externalTrafficPolicy is Cluster"},
+		{name: "another namespace", first: base("a", "web", 80), next: base("b", "dns", 53),
+			why: "of another namespace; a key joins namespaces only when its pool lists it in sharedAcrossNamespaces"},
+		{name: "another namespace, key listed", pool: ", sharedAcrossNamespaces: [k]", first: base("a", "web", 80), next: base("b", "dns", 53), shares: true},
+		{name: "same port", first: base("a", "web", 80), next: base("a", "web2", 80), why: "also uses port 80/TCP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New(pools(t, "  - {name: p, addresses: [192.0.2.0/30]"+tc.pool+"}\n"))
+			first, err := a.Allocate(tc.first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, err := a.Allocate(tc.next)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shared := next[0] == first[0]; shared != tc.shares {
+				t.Fatalf("%s got %v, %s %v: shared %v, want %v", tc.next.Service, next, tc.first.Service, first, shared, tc.shares)
+			}
+			if tc.shares {
+				return
+			}
+			asks := tc.next
+			asks.Service += "-asks"
+			asks.Requested = first
+			if _, err := a.Allocate(asks); err == nil || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("asking for %v: error %v, want it to say %q", first, err, tc.why)
+			}
+			// The same refusal when a held share is rebuilt at start.
+			b := New(pools(t, "  - {name: p, addresses: [192.0.2.0/30]"+tc.pool+"}\n"))
+			b.Assign(tc.first, first)
+			if kept, err := b.Assign(tc.next, first); len(kept) != 0 || err == nil || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("rebuilding %s on %v: kept %v, error %v", tc.next.Service, first, kept, err)
+			}
+		})
+	}
+}
+
+// An edit that would break a share the Service holds is refused, and the
+// Service keeps its address; an edit that keeps the share is taken.
+func TestEditsThatBreakASharedAddressAreRefused(t *testing.T) {
+	a := New(pools(t, "  - {name: p, addresses: [192.0.2.0/30]}\n"))
+	web := Request{Service: "a/web", Namespace: "a", Families: []Family{IPv4}, SharingKey: "k", Ports: []Port{{"TCP", 80}}}
+	dns := Request{Service: "a/dns", Namespace: "a", Families: []Family{IPv4}, SharingKey: "k", Ports: []Port{{"UDP", 53}}}
+	w, _ := a.Allocate(web)
+	a.Allocate(dns)
+	for _, tc := range []struct {
+		name string
+		edit func(*Request)
+		why  string
+	}{
+		{"a port the sharer uses", func(r *Request) { r.Ports = append(r.Ports, Port{"TCP", 80}) }, "also uses port 80/TCP"},
+		{"another traffic policy", func(r *Request) { r.TrafficLocal, r.Selector = true, "app=dns" }, "whose externalTrafficPolicy is Cluster"},
+	} {
+		edited := dns
+		tc.edit(&edited)
+		if _, err := a.Allocate(edited); err == nil || !strings.Contains(err.Error(), tc.why) || !strings.Contains(err.Error(), "keeps its address") {
+			t.Errorf("%s: error %v, want a refusal saying %q", tc.name, err, tc.why)
+		}
+		if got := a.Addresses("a/dns"); !slices.Equal(got, w) {
+			t.Errorf("%s: the Service now holds %v, want %v", tc.name, got, w)
+		}
+	}
+	dns.Ports = append(dns.Ports, Port{"TCP", 53})
+	if got, err := a.Allocate(dns); err != nil || !slices.Equal(got, w) {
+		t.Errorf("a port no sharer uses: %v, %v; want %v", got, err, w)
+	}
+}
+
+// An address a Service keeps asking for never changes: not when it turns
+// dual-stack or single-stack, nor when it asks for another address of the
+// other family.
+func TestDualStackKeepsTheOtherFamily(t *testing.T) {
+	dual := pools(t, `
+  - {name: p, addresses: [192.0.2.0/28, "2001:db8::/124"]}
+  - {name: q, addresses: [198.51.100.0/28, "2001:db8:1::/124"]}
+`)
+	v4only := Request{Service: "a/s", Namespace: "a", Families: []Family{IPv4}}
+	both := Request{Service: "a/s", Namespace: "a", Families: []Family{IPv4, IPv6}}
+	v6first := Request{Service: "a/s", Namespace: "a", Families: []Family{IPv6, IPv4}}
+	v6only := Request{Service: "a/s", Namespace: "a", Families: []Family{IPv6}}
+	for _, tc := range []struct {
+		name  string
+		steps []Request
+	}{
+		{"single to dual stack", []Request{v4only, both}},
+		{"dual to single stack", []Request{both, v4only}},
+		{"dual to IPv6 only", []Request{both, v6only}},
+		{"families reordered", []Request{both, v6first}},
+		{"another IPv6 address requested", []Request{both, func() Request {
+			r := both
+			r.Requested = addrs("2001:db8::9")
+			return r
+		}()}},
+		{"an IPv6 address of another pool requested", []Request{both, func() Request {
+			r := both
+			r.Requested = addrs("2001:db8:1::5")
+			return r
+		}()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Another Service first, so that the lowest free address is
+			// not what the Service had.
+			a := New(dual)
+			held := map[Family]netip.Addr{}
+			for i, req := range tc.steps {
+				got, err := a.Allocate(req)
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if i == 0 {
+					a.Allocate(Request{Service: "a/other", Namespace: "a", Families: []Family{IPv4, IPv6}})
+				}
+				for _, addr := range got {
+					f := FamilyOf(addr)
+					requested := slices.ContainsFunc(req.Requested, func(r netip.Addr) bool { return FamilyOf(r) == f })
+					if was, ok := held[f]; ok && !requested && was != addr {
+						t.Errorf("step %d: %v moved from %s to %s", i, f, was, addr)
+					}
+					held[f] = addr
+				}
+			}
+		})
+	}
+}
+
+// A requested address in another pool than the one the Service names is
+// refused, whether the Service holds it already or asks for it fresh; the
+// Service keeps what it had.
+func TestRequestedAddressOutsideTheNamedPoolIsRefusedOneWay(t *testing.T) {
+	two := pools(t, `
+  - {name: p, addresses: [192.0.2.0/28]}
+  - {name: q, addresses: [198.51.100.0/28]}
+`)
+	req := v4("s")
+	req.Requested = addrs("192.0.2.9")
+	named := req
+	named.Pool = "q"
+	a := New(two)
+	if _, err := a.Allocate(req); err != nil {
+		t.Fatal(err)
+	}
+	_, heldErr := a.Allocate(named)
+	_, freshErr := New(two).Allocate(named)
+	want := `requested address 192.0.2.9 is in pool "p", not in the requested pool "q"`
+	for what, err := range map[string]error{"held": heldErr, "fresh": freshErr} {
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", what, err, want)
+		}
+	}
+	if got := a.Addresses(req.Service); !slices.Equal(got, addrs("192.0.2.9")) {
+		t.Errorf("after the refused edit the Service holds %v", got)
+	}
+}
+
+func TestExhaustionCountsOnlyAddressesHandedOut(t *testing.T) {
+	a := New(pools(t, "  - {name: p, addresses: [192.0.2.0/24], avoidBuggyIPs: true}\n"))
+	for i := range 254 {
+		if _, err := a.Allocate(v4(fmt.Sprint("s", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := a.Allocate(v4("one-more"))
+	if want := `pool "p" has no free IPv4 address (all 254 in use)`; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	if got := endingIn(0, 511, 0) + endingIn(0, 511, 255); got != 4 {
+		t.Errorf("addresses ending in .0 or .255 among 512: %d", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
@@ -117,7 +118,9 @@ func (c *Cloud) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1
 }
 
 func allocationRequest(svc *v1.Service) (ipam.Request, error) {
-	req := ipam.Request{Service: serviceKey(svc), Namespace: svc.Namespace, Labels: svc.Labels}
+	req := ipam.Request{Service: serviceKey(svc), Namespace: svc.Namespace, Labels: svc.Labels,
+		TrafficLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
+		Selector:     labels.SelectorFromSet(svc.Spec.Selector).String()}
 	for _, f := range svc.Spec.IPFamilies {
 		if f == v1.IPv6Protocol {
 			req.Families = append(req.Families, ipam.IPv6)

@@ -1,16 +1,19 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
@@ -169,6 +172,40 @@ func (n *network) waitSynced(ctx context.Context) bool {
 	return cache.WaitForNamedCacheSync("baremetal-load-balancer", ctx.Done(), n.synced...)
 }
 
+// holderFirst orders Services for a rebuild, so that in a conflict the true
+// holder keeps the address, the same one at every rebuild: first those
+// whose addresses this CCM wrote (its field manager owns their
+// status.loadBalancer.ingress; a hand edit or a tool's takes it over), then
+// the oldest, then by namespace and name.
+func holderFirst(a, b *v1.Service) int {
+	if wa, wb := wroteStatus(a), wroteStatus(b); wa != wb {
+		if wa {
+			return -1
+		}
+		return 1
+	}
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(serviceKey(a), serviceKey(b))
+}
+
+// fieldManager is the manager the API server records for this process's
+// writes: the first word of its user agent, the binary's name.
+var fieldManager = strings.SplitN(rest.DefaultKubernetesUserAgent(), "/", 2)[0]
+
+// wroteStatus reports whether the CCM wrote the addresses in the Service's
+// status.
+func wroteStatus(svc *v1.Service) bool {
+	for _, mf := range svc.ManagedFields {
+		if mf.Manager == fieldManager && mf.Subresource == "status" && mf.FieldsV1 != nil &&
+			bytes.Contains(mf.FieldsV1.Raw, []byte(`"f:ingress"`)) {
+			return true
+		}
+	}
+	return false
+}
+
 // derive sets the allocations and routes to what the cluster records: the
 // addresses in each Service's status, each Node's pod CIDRs. The leader
 // derives them once, when it takes over, and reports conflicts; a standby
@@ -181,9 +218,7 @@ func (n *network) derive(leading bool) {
 		klog.ErrorS(err, "Listing Services to derive the allocations")
 		return
 	}
-	// Oldest first, so that in a conflict the Service that had the address
-	// first keeps it.
-	slices.SortFunc(svcs, func(a, b *v1.Service) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	slices.SortFunc(svcs, holderFirst)
 	alloc := ipam.New(n.cfg.LoadBalancer.Pools)
 	services := map[string]*lbService{}
 	for _, svc := range svcs {
@@ -195,11 +230,13 @@ func (n *network) derive(leading bool) {
 		if err != nil && leading {
 			klog.ErrorS(err, "Annotation of a Service with addresses is not valid; keeping its addresses", "service", klog.KObj(svc))
 		}
-		if err := alloc.Assign(req, vips); err != nil {
-			if leading {
-				klog.ErrorS(err, "Service status claims an address another Service holds", "service", klog.KObj(svc))
-				n.eventf(serviceRef(svc.Namespace, svc.Name), v1.EventTypeWarning, "AddressConflict", "the addresses in this Service's status are held by another Service: %v", err)
-			}
+		kept, err := alloc.Assign(req, vips)
+		if err != nil && leading {
+			klog.ErrorS(err, "Service status claims an address another Service holds", "service", klog.KObj(svc), "kept", kept)
+			n.eventf(serviceRef(svc.Namespace, svc.Name), v1.EventTypeWarning, "AddressConflict",
+				"status.loadBalancer.ingress claims an address another Service holds (%v); this Service keeps %v and gets a new address for the rest", err, kept)
+		}
+		if len(kept) == 0 {
 			continue
 		}
 		services[req.Service] = &lbService{namespace: svc.Namespace, name: svc.Name,

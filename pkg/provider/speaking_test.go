@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -162,5 +163,64 @@ func TestAPILossIsTheWholeGrace(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the replica never gave up on an API server that stopped answering")
 		}
+	}
+}
+
+// statusBy gives a Service managed fields as the API server records them
+// when manager last wrote its status.loadBalancer.ingress.
+func statusBy(svc *v1.Service, manager string) *v1.Service {
+	svc.ManagedFields = append(svc.ManagedFields, metav1.ManagedFieldsEntry{
+		Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", APIVersion: "v1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:loadBalancer":{"f:ingress":{}}}}`)},
+	})
+	return svc
+}
+
+// A rebuild settles conflicting status the same way every time, and the
+// Service whose address the CCM wrote keeps it against an older Service
+// whose status was edited by hand to the same address; the loser is told,
+// and keeps its other family.
+func TestRebuildIsDeterministicAndTheTrueHolderWins(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sameSecond := func(name string) *v1.Service { return statusBy(lbWithStatus(name, t0, "10.1.0.1"), fieldManager) }
+	edited := lbWithStatus("edited", t0.Add(-time.Hour), "10.1.0.2")
+	edited.Status.LoadBalancer.Ingress = append(edited.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: "10.1.0.9"})
+	edited.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv4Protocol} // two addresses of one family stand in for two families
+	statusBy(edited, "kubectl-edit")
+	holder := statusBy(lbWithStatus("holder", t0.Add(time.Hour), "10.1.0.2"), fieldManager)
+
+	winners := map[string]int{}
+	for range 20 {
+		c := newCloud(t, followConfig)
+		var events []string
+		c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
+			events = append(events, ref.Name+" "+reason+": "+fmt.Sprintf(format, args...))
+		}
+		withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
+		svcs := []*v1.Service{sameSecond("x"), sameSecond("y"), sameSecond("z"), edited, holder}
+		rand.Shuffle(len(svcs), func(i, j int) { svcs[i], svcs[j] = svcs[j], svcs[i] })
+		withServices(t, c, svcs...)
+		c.net.mu.Lock()
+		c.net.derive(true)
+		for _, name := range []string{"x", "y", "z"} {
+			if len(c.net.alloc.Addresses("ns/"+name)) > 0 {
+				winners[name]++
+			}
+		}
+		holds := c.net.alloc.Addresses("ns/holder")
+		keeps := c.net.alloc.Addresses("ns/edited")
+		c.net.mu.Unlock()
+		if len(holds) != 1 || holds[0] != netip.MustParseAddr("10.1.0.2") {
+			t.Errorf("the Service whose address the CCM wrote holds %v, want 10.1.0.2", holds)
+		}
+		if len(keeps) != 1 || keeps[0] != netip.MustParseAddr("10.1.0.9") {
+			t.Errorf("the hand-edited Service keeps %v, want its other address 10.1.0.9", keeps)
+		}
+		if !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "edited AddressConflict") }) {
+			t.Errorf("no AddressConflict Event on the loser: %v", events)
+		}
+	}
+	if len(winners) != 1 || winners["x"] != 20 {
+		t.Errorf("winners over 20 rebuilds of three Services created in one second: %v, want x every time", winners)
 	}
 }
