@@ -29,7 +29,7 @@ var (
 
 func configLoaded(ok bool) {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths)
+		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops)
 	})
 	if ok {
 		configReloads.WithLabelValues("success").Inc()
@@ -59,6 +59,12 @@ var (
 		Help:           "Paths the BGP speaker announced or withdrew, by operation.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"operation"})
+	vipsWithoutNextHops = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_load_balancer",
+		Name:           "vips_without_next_hops",
+		Help:           "VIPs in Service status that are not announced, as no eligible node can carry them (none of their family, or for externalTrafficPolicy Local none with a ready endpoint).",
+		StabilityLevel: metrics.ALPHA,
+	})
 	announcedPaths = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_bgp",
 		Name:           "announced_paths",

@@ -63,6 +63,15 @@ type network struct {
 	peersInForce map[netip.Addr]bgp.Peer
 	peerErrors   string
 	podEventf    func(eventType, reason, format string, args ...any)
+
+	// vipAttrs are the attributes each VIP was last announced with, kept
+	// for a VIP whose pool went from the config: a no-export VIP must not
+	// start leaking out of the AS. outside are the VIPs already reported
+	// outside every pool, and stranded those reported without a next hop
+	// of their family: each is said once.
+	vipAttrs map[netip.Addr]bgp.Attributes
+	outside  map[netip.Addr]bool
+	stranded map[netip.Addr]bool
 }
 
 func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
@@ -76,6 +85,9 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 		informed: make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		eventf:   func(*v1.ObjectReference, string, string, string, ...any) {},
+		vipAttrs: map[netip.Addr]bgp.Attributes{},
+		outside:  map[netip.Addr]bool{},
+		stranded: map[netip.Addr]bool{},
 
 		podEventf: func(string, string, string, ...any) {},
 	}
@@ -262,17 +274,22 @@ func (n *network) reload(ctx context.Context, cfg *config.Config, inv *inventory
 }
 
 // warnOutsidePools tells the Services whose address a pool edit left
-// outside every pool. They keep it. Callers hold n.mu.
+// outside every pool, once: they keep it. Callers hold n.mu.
 func (n *network) warnOutsidePools(outside []netip.Addr) {
+	now := map[netip.Addr]bool{}
+	for _, vip := range outside {
+		now[vip] = true
+	}
 	for key, s := range n.services {
 		for _, vip := range n.alloc.Addresses(key) {
-			if slices.Contains(outside, vip) {
+			if now[vip] && !n.outside[vip] {
 				klog.InfoS("Service address is outside every pool; it keeps serving", "service", s.namespace+"/"+s.name, "address", vip)
 				n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "AddressOutsidePools",
-					"address %s is no longer in any pool of loadBalancer.pools; it keeps serving, but a new allocation would not get it", vip)
+					"address %s is no longer in any pool of loadBalancer.pools; it keeps serving, with the BGP attributes it was announced with, but a new allocation would not get it", vip)
 			}
 		}
 	}
+	n.outside = now
 }
 
 // announce asks for the speaker to be converged to the current state.
@@ -359,6 +376,8 @@ func (n *network) desiredPaths() []bgp.Announcement {
 	}
 	ready := n.readyNodes()
 	all := byFamily(n.nextHops(nil, ready))
+	seen := map[netip.Addr]bool{}
+	unannounced := 0
 	// The allocator is the one record of which Service holds which address.
 	for key, s := range n.services {
 		hops := all
@@ -366,14 +385,48 @@ func (n *network) desiredPaths() []bgp.Announcement {
 			hops = byFamily(n.nextHops(s, ready))
 		}
 		for _, vip := range n.alloc.Addresses(key) {
+			seen[vip] = true
+			a, inPool := attrs[n.alloc.PoolOf(vip)]
+			if inPool {
+				n.vipAttrs[vip] = a
+			} else {
+				a = n.vipAttrs[vip]
+			}
+			if len(hops[vip.Is4()]) == 0 {
+				unannounced++
+			}
+			n.reportStranded(s, vip, len(all[vip.Is4()]) == 0)
 			paths = append(paths, bgp.Announcement{
 				Prefix:     netip.PrefixFrom(vip, vip.BitLen()),
 				NextHops:   hops[vip.Is4()],
-				Attributes: attrs[n.alloc.PoolOf(vip)],
+				Attributes: a,
 			})
 		}
 	}
+	for vip := range n.vipAttrs {
+		if !seen[vip] {
+			delete(n.vipAttrs, vip)
+			delete(n.stranded, vip)
+		}
+	}
+	vipsWithoutNextHops.Set(float64(unannounced))
 	return paths
+}
+
+// reportStranded tells a Service, once, that its VIP cannot be announced:
+// no eligible node has an address of its family. Callers hold n.mu.
+func (n *network) reportStranded(s *lbService, vip netip.Addr, stranded bool) {
+	if stranded == n.stranded[vip] {
+		return
+	}
+	n.stranded[vip] = stranded
+	if !stranded {
+		klog.InfoS("VIP has next hops again", "service", s.namespace+"/"+s.name, "address", vip)
+		return
+	}
+	klog.ErrorS(nil, "VIP is not announced: no eligible node has an address of its family", "service", s.namespace+"/"+s.name, "address", vip)
+	n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "VIPNotAnnounced",
+		"address %s is not announced: no Ready, initialised node that may carry traffic has an %s address", vip, familyName(vip))
 }
 
 // byFamily splits addresses into IPv4 (true) and IPv6 (false).

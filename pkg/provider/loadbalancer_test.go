@@ -1,0 +1,154 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+)
+
+const lbConfig = `
+inventory:
+  machines:
+  - name: a
+    addresses: [{type: InternalIP, address: 10.0.0.1}]
+loadBalancer:
+  pools:
+  - name: private
+    addresses: [10.1.0.0/28]
+    bgp: {communities: ["65535:65281"]}
+%s
+bgp: {localASN: 64512, routerID: 10.0.0.254}
+`
+
+// lbCloud is a cloud whose only node, a, is Ready with an IPv4 address,
+// recording the Events it emits.
+func lbCloud(t *testing.T, extraPools string) (*Cloud, *[]string) {
+	t.Helper()
+	c := newCloud(t, fmt.Sprintf(lbConfig, extraPools))
+	var events []string
+	c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
+		events = append(events, ref.Namespace+"/"+ref.Name+" "+reason+": "+fmt.Sprintf(format, args...))
+	}
+	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
+	return c, &events
+}
+
+func ensure(t *testing.T, c *Cloud, svc *v1.Service) []string {
+	t.Helper()
+	st, err := c.EnsureLoadBalancer(context.Background(), "", svc, nil)
+	if err != nil {
+		t.Fatalf("EnsureLoadBalancer %s: %v", svc.Name, err)
+	}
+	var out []string
+	for _, in := range st.Ingress {
+		out = append(out, in.IP)
+	}
+	return out
+}
+
+func reloadWith(t *testing.T, c *Cloud, extraPools string, pools ...string) {
+	t.Helper()
+	text := fmt.Sprintf(lbConfig, extraPools)
+	if len(pools) > 0 {
+		text = strings.Replace(text, "  - name: private\n    addresses: [10.1.0.0/28]\n    bgp: {communities: [\"65535:65281\"]}\n", strings.Join(pools, ""), 1)
+	}
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.apply(cfg)
+}
+
+func pathTo(c *Cloud, vip string) string {
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	for _, p := range c.net.desiredPaths() {
+		if p.Prefix.Addr() == netip.MustParseAddr(vip) {
+			return fmt.Sprintf("via %v communities %v", p.NextHops, p.Communities)
+		}
+	}
+	return "not announced"
+}
+
+func svcNamed(ns, name string) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}}}}
+}
+
+// A VIP whose pool goes from the config keeps the attributes it was
+// announced with (a no-export VIP must not leak out of the AS), and its
+// Service is told once; a reload that changes nothing for it says nothing.
+func TestRemovedPoolKeepsTheVIPsAttributes(t *testing.T) {
+	c, events := lbCloud(t, "")
+	vip := ensure(t, c, svcNamed("ns", "web"))[0]
+	want := "via [10.0.0.1] communities [4294967041]" // 65535:65281, no-export
+	if got := pathTo(c, vip); got != want {
+		t.Fatalf("before: %s, want %s", got, want)
+	}
+	other := "  - {name: other, addresses: [10.2.0.0/28]}\n"
+	reloadWith(t, c, "", other)
+	if got := pathTo(c, vip); got != want {
+		t.Errorf("after its pool was removed: %s, want %s", got, want)
+	}
+	reloadWith(t, c, "", other, "  - {name: third, addresses: [10.3.0.0/28]}\n")
+	var outside []string
+	for _, e := range *events {
+		if strings.Contains(e, "AddressOutsidePools") {
+			outside = append(outside, e)
+		}
+	}
+	if len(outside) != 1 || !strings.HasPrefix(outside[0], "ns/web AddressOutsidePools") {
+		t.Errorf("AddressOutsidePools Events over two reloads: %q, want one on ns/web", outside)
+	}
+	if got := pathTo(c, vip); got != want {
+		t.Errorf("after an unrelated reload: %s, want %s", got, want)
+	}
+}
+
+// An IPv6 VIP where no eligible node has an IPv6 address is not announced,
+// and its Service is told once, with the metric counting it.
+func TestVIPWithoutNextHopsOfItsFamilyIsReported(t *testing.T) {
+	c, events := lbCloud(t, `  - {name: v6, addresses: ["2001:db8::/124"], autoAssign: false}`)
+	svc := svcNamed("ns", "six")
+	svc.Annotations = map[string]string{AnnotationAddressPool: "v6"}
+	svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
+	vip := ensure(t, c, svc)[0]
+	pathTo(c, vip)
+	if got := pathTo(c, vip); got != "via [] communities []" {
+		t.Errorf("the IPv6 VIP: %s, want no next hops", got)
+	}
+	var said []string
+	for _, e := range *events {
+		if strings.Contains(e, "VIPNotAnnounced") {
+			said = append(said, e)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "ns/six VIPNotAnnounced: address "+vip+" is not announced: no Ready, initialised node that may carry traffic has an IPv6 address") {
+		t.Errorf("Events: %q", said)
+	}
+}
+
+// The provider's requests carry the traffic policy and selector, so two
+// Services of one key share only when announced alike.
+func TestLocalAndClusterServicesDoNotShare(t *testing.T) {
+	c, _ := lbCloud(t, "")
+	web := svcNamed("ns", "web")
+	web.Annotations = map[string]string{AnnotationSharingKey: "k"}
+	local := svcNamed("ns", "dns")
+	local.Annotations = map[string]string{AnnotationSharingKey: "k"}
+	local.Spec.Ports[0].Port = 53
+	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	local.Spec.Selector = map[string]string{"app": "dns"}
+	w, l := ensure(t, c, web), ensure(t, c, local)
+	if slices.Equal(w, l) {
+		t.Errorf("a Local and a Cluster Service share %v", w)
+	}
+}
