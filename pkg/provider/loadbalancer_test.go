@@ -3,12 +3,14 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
@@ -150,5 +152,66 @@ func TestLocalAndClusterServicesDoNotShare(t *testing.T) {
 	w, l := ensure(t, c, web), ensure(t, c, local)
 	if slices.Equal(w, l) {
 		t.Errorf("a Local and a Cluster Service share %v", w)
+	}
+}
+
+func endpointSlice(svc string, ready map[string]bool) *discoveryv1.EndpointSlice {
+	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: svc + "-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: svc}}}
+	for _, node := range slices.Sorted(maps.Keys(ready)) {
+		r := ready[node]
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{NodeName: &node, Conditions: discoveryv1.EndpointConditions{Ready: &r}})
+	}
+	return sl
+}
+
+// Only what can change a next hop converges: an endpoint of a Local load
+// balancer whose nodes with ready endpoints change.
+func TestOnlyEndpointChangesThatMoveNextHopsConverge(t *testing.T) {
+	c, _ := lbCloud(t, "")
+	local := svcNamed("ns", "local")
+	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	cluster := svcNamed("ns", "cluster")
+	internal := svcNamed("ns", "internal")
+	internal.Spec.Type = v1.ServiceTypeClusterIP
+	internal.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	withServices(t, c, local, cluster, internal)
+	onA := map[string]bool{"a": true}
+	for _, tc := range []struct {
+		name     string
+		old, cur *discoveryv1.EndpointSlice
+		converge bool
+	}{
+		{"a Local load balancer's slice added", nil, endpointSlice("local", onA), true},
+		{"its endpoint turns ready on another node", endpointSlice("local", onA), endpointSlice("local", map[string]bool{"a": true, "b": true}), true},
+		{"its endpoint turns unready", endpointSlice("local", onA), endpointSlice("local", map[string]bool{"a": false}), true},
+		{"a resync", endpointSlice("local", onA), endpointSlice("local", onA), false},
+		{"a second pod where one is ready already", endpointSlice("local", onA), func() *discoveryv1.EndpointSlice {
+			sl := endpointSlice("local", onA)
+			sl.Endpoints = append(sl.Endpoints, sl.Endpoints[0])
+			return sl
+		}(), false},
+		{"a Cluster load balancer's endpoints move", endpointSlice("cluster", onA), endpointSlice("cluster", map[string]bool{"b": true}), false},
+		{"a ClusterIP Service's endpoints move", endpointSlice("internal", onA), endpointSlice("internal", map[string]bool{"b": true}), false},
+		{"a slice of no Service", nil, endpointSlice("gone", onA), false},
+	} {
+		select { // nothing pending
+		case <-c.net.kick:
+		default:
+		}
+		var old any
+		if tc.old != nil {
+			old = tc.old
+		}
+		c.net.sliceChanged(old, tc.cur)
+		converged := false
+		select {
+		case <-c.net.kick:
+			converged = true
+		default:
+		}
+		if converged != tc.converge {
+			t.Errorf("%s: converged %v, want %v", tc.name, converged, tc.converge)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -128,9 +129,9 @@ func (n *network) setInformers(factory informers.SharedInformerFactory) {
 		DeleteFunc: onChange,
 	})
 	slicesInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onChange,
-		UpdateFunc: func(_, cur any) { n.announce() },
-		DeleteFunc: onChange,
+		AddFunc:    func(obj any) { n.sliceChanged(nil, obj) },
+		UpdateFunc: n.sliceChanged,
+		DeleteFunc: func(obj any) { n.sliceChanged(nil, obj) },
 	})
 	// The leader learns of Services through the service controller's
 	// calls; a standby from the status the leader writes.
@@ -147,6 +148,49 @@ func (n *network) setInformers(factory informers.SharedInformerFactory) {
 		UpdateFunc: func(_, cur any) { following(cur) },
 		DeleteFunc: following,
 	})
+}
+
+// sliceChanged converges when an EndpointSlice added, deleted or changed
+// (from old to cur) can change a next hop: only an endpoint of an
+// externalTrafficPolicy: Local load balancer does, and only when the nodes
+// with a ready endpoint change. Pods of other Services, and resyncs, cost
+// nothing.
+func (n *network) sliceChanged(old, cur any) {
+	if (old == nil || readyNodesOf(old) != readyNodesOf(cur)) && n.localLoadBalancer(cur) {
+		n.announce()
+	}
+}
+
+// localLoadBalancer reports whether an EndpointSlice (or its tombstone)
+// belongs to a LoadBalancer Service of this provider with
+// externalTrafficPolicy Local.
+func (n *network) localLoadBalancer(obj any) bool {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return false
+	}
+	svc, err := n.svcs.Services(sl.Namespace).Get(sl.Labels[discoveryv1.LabelServiceName])
+	return err == nil && managed(svc) && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+}
+
+// readyNodesOf names the nodes where an EndpointSlice has a ready
+// endpoint, in order.
+func readyNodesOf(obj any) string {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return ""
+	}
+	var nodes []string
+	for _, ep := range sl.Endpoints {
+		if ep.NodeName != nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
+			nodes = append(nodes, *ep.NodeName)
+		}
+	}
+	slices.Sort(nodes)
+	return strings.Join(slices.Compact(nodes), ",")
 }
 
 func (n *network) waitReady(ctx context.Context) error {

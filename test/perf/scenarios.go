@@ -234,8 +234,11 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return err
 	}
 
-	// 6. Steady state.
+	// 6. Steady state, then pods of other Services churning.
 	if err := b.steadyState(ccm); err != nil {
+		return err
+	}
+	if err := b.podChurn(ccm); err != nil {
 		return err
 	}
 
