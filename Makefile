@@ -56,7 +56,7 @@ bench: tools build
 	$(GO) run ./test/perf $(BENCHFLAGS)
 
 integration: tools build
-	$(GO) test -count=1 -timeout 20m ./test/framework/ ./test/integration/...
+	$(GO) test -count=1 -timeout 20m ./test/framework/ ./test/speaker/ ./test/integration/...
 
 # Restarts, failover, API outage, peer restarts, bad input; full size:
 # make chaos CHAOSFLAGS="-services=1000 -churn=500"

@@ -38,14 +38,14 @@ func EnsureCommands(commands map[string]string) error {
 	}
 	var updateErr error
 	aptOnce.Do(func() {
-		if out, err := exec.Command("apt-get", "update").CombinedOutput(); err != nil {
+		if out, err := exec.Command("apt-get", "-o", "DPkg::Lock::Timeout=300", "update").CombinedOutput(); err != nil {
 			updateErr = fmt.Errorf("apt-get update: %w\n%s", err, out)
 		}
 	})
 	if updateErr != nil {
 		return updateErr
 	}
-	cmd := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
+	cmd := exec.Command("apt-get", append([]string{"-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends"}, missing...)...)
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("apt-get install %v: %w\n%s", missing, err, out)

@@ -1,4 +1,4 @@
-package bgp
+package speaker
 
 import (
 	"flag"
@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	. "github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
