@@ -111,6 +111,8 @@ func TestParseErrors(t *testing.T) {
 		{"pools overlap", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28]}\n  - {name: b, addresses: [192.0.2.8-192.0.2.30]}\n",
 			[]string{`loadBalancer.pools[1].addresses[0]: "192.0.2.8-192.0.2.30" overlaps 192.0.2.0-192.0.2.15 of pool "a"`}},
 		{"bgp without ASN", "loadBalancer:\n  pools:\n  - {name: a, addresses: [192.0.2.0/28]}\n", []string{"bgp.localASN: is required"}},
+		{"bad shared key", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28], sharedAcrossNamespaces: [\"two words\"]}\n",
+			[]string{`loadBalancer.pools[0].sharedAcrossNamespaces[0]: "two words" is not a sharing key`}},
 		{"bad router ID", "bgp:\n  localASN: 64512\n  routerID: 2001:db8::1\n", []string{`bgp.routerID: "2001:db8::1" is not an IPv4 address`}},
 		{"bad community", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28], bgp: {communities: [\"70000:1\"]}}\n",
 			[]string{`loadBalancer.pools[0].bgp.communities[0]: "70000:1" is not a community`}},

@@ -129,6 +129,11 @@ func (c *Config) validateNetwork(add reporter) {
 				add(pp.Child("namespaces").Index(j), "%q is not a namespace name", ns)
 			}
 		}
+		for j, key := range pool.SharedAcrossNamespaces {
+			if key == "" || len(key) > 253 || strings.ContainsAny(key, " \t\r\n") {
+				add(pp.Child("sharedAcrossNamespaces").Index(j), "%q is not a sharing key (1 to 253 characters without spaces)", key)
+			}
+		}
 		if sel := pool.ServiceSelector; sel != nil {
 			sp := pp.Child("serviceSelector")
 			for k, v := range sel.MatchLabels {

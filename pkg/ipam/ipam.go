@@ -232,6 +232,29 @@ func (a *Allocator) shareable(addr netip.Addr, req Request) error {
 	return nil
 }
 
+// ShareRefusals says why req shares none of the addresses other Services
+// hold under its sharing key, one error for each such address; nil when it
+// has no key or shares one of them.
+func (a *Allocator) ShareRefusals(req Request) []error {
+	if req.SharingKey == "" {
+		return nil
+	}
+	var refusals []error
+	for _, addr := range slices.SortedFunc(maps.Keys(a.owners), netip.Addr.Compare) {
+		others := slices.ContainsFunc(a.owners[addr], func(o owner) bool { return o.service != req.Service && o.sharingKey == req.SharingKey })
+		if !others {
+			continue
+		}
+		if slices.Contains(a.byService[req.Service], addr) {
+			return nil
+		}
+		if err := a.shareable(addr, req); err != nil {
+			refusals = append(refusals, err)
+		}
+	}
+	return refusals
+}
+
 func policyName(local bool) string {
 	if local {
 		return "Local"

@@ -357,3 +357,23 @@ func TestExhaustionCountsOnlyAddressesHandedOut(t *testing.T) {
 		t.Errorf("addresses ending in .0 or .255 among 512: %d", got)
 	}
 }
+
+// A Service that may not share under its key is told why.
+func TestShareRefusalsSayWhy(t *testing.T) {
+	a := New(pools(t, "  - {name: p, addresses: [192.0.2.0/30]}\n"))
+	web := Request{Service: "a/web", Namespace: "a", Families: []Family{IPv4}, SharingKey: "k", Ports: []Port{{"TCP", 80}}}
+	a.Allocate(web)
+	dns := web
+	dns.Service, dns.Ports = "a/dns", []Port{{"UDP", 53}}
+	a.Allocate(dns)
+	if r := a.ShareRefusals(dns); r != nil {
+		t.Errorf("a Service that shares is told %v", r)
+	}
+	tenant := dns
+	tenant.Service, tenant.Namespace = "b/dns", "b"
+	a.Allocate(tenant)
+	r := a.ShareRefusals(tenant)
+	if len(r) != 1 || !strings.Contains(r[0].Error(), "of another namespace") {
+		t.Errorf("another namespace's Service is told %v", r)
+	}
+}

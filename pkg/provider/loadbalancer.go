@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -69,7 +70,11 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 		namespace: svc.Namespace, name: svc.Name,
 		etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
 	}
+	refusals := n.alloc.ShareRefusals(req)
 	n.mu.Unlock()
+	if len(refusals) > 0 {
+		c.eventf(svc, v1.EventTypeWarning, "SharingRefused", "sharing key %q: this Service got an address of its own, as it may not share: %v", req.SharingKey, errors.Join(refusals...))
+	}
 	klog.V(2).InfoS("Load balancer ensured", "service", klog.KObj(svc), "addresses", vips)
 	n.announce()
 	return lbStatus(vips), nil

@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+// warned waits for a Warning Event of reason on the Service that says want.
+func warned(t *testing.T, ns, name, reason, want string) {
+	t.Helper()
+	framework.Eventually(t, waitTimeout, ns+"/"+name+" gets a "+reason+" Event", func() (bool, string) {
+		for _, ev := range events(t, ns, name, reason) {
+			if ev.Type == v1.EventTypeWarning && strings.Contains(ev.Message, want) {
+				return true, ""
+			}
+		}
+		return false, "no " + reason + " Event with " + want
+	})
+}
+
+// What a user sees of the address rules (README "How addresses are chosen
+// and kept"): an address a Service keeps asking for never changes, an edit
+// that breaks a share is refused with the address kept, and a key shares
+// only between Services announced alike in one namespace.
+func TestAddressesAreKeptAndSharedByTheRules(t *testing.T) {
+	const ns = "lb-keep"
+	s := newLBSite(t, ns)
+	lbNode(t, "keep-1", true, 51)
+	s.startCCM("ccm")
+
+	// Single to dual stack and back: the IPv4 address stays.
+	createLBService(t, ns, "grow", nil)
+	v4 := waitIngress(t, ns, "grow", 1)[0]
+	createLBService(t, ns, "other", func(svc *v1.Service) {
+		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
+		svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	})
+	waitIngress(t, ns, "other", 2)
+	patchService(t, ns, "grow", `{"spec":{"ipFamilyPolicy":"RequireDualStack","ipFamilies":["IPv4","IPv6"]}}`)
+	if got := waitIngress(t, ns, "grow", 2); got[0] != v4 {
+		t.Errorf("turned dual-stack, grow moved from %s to %v", v4, got)
+	}
+	patchService(t, ns, "grow", `{"spec":{"ipFamilyPolicy":"SingleStack","ipFamilies":["IPv4"]}}`)
+	if got := waitIngress(t, ns, "grow", 1); got[0] != v4 {
+		t.Errorf("turned single-stack again, grow moved from %s to %v", v4, got)
+	}
+
+	// A share, then an edit that would break it: refused, address kept.
+	keyed := func(port int32, proto v1.Protocol) func(*v1.Service) {
+		return func(svc *v1.Service) {
+			svc.Annotations = map[string]string{"baremetal.cloudprovider.io/sharing-key": "k"}
+			svc.Spec.Ports = []v1.ServicePort{{Name: "p", Protocol: proto, Port: port}}
+		}
+	}
+	createLBService(t, ns, "web", keyed(443, v1.ProtocolTCP))
+	createLBService(t, ns, "dns", keyed(53, v1.ProtocolUDP))
+	web, dns := waitIngress(t, ns, "web", 1), waitIngress(t, ns, "dns", 1)
+	if web[0] != dns[0] {
+		t.Fatalf("web %v and dns %v do not share", web, dns)
+	}
+	patchService(t, ns, "dns", `{"spec":{"ports":[{"name":"p","protocol":"UDP","port":53},{"name":"q","protocol":"TCP","port":443}]}}`)
+	warned(t, ns, "dns", "SyncLoadBalancerFailed", "the Service keeps its address: "+web[0]+" is shared with Service "+ns+"/web, which also uses port 443/TCP")
+	if got := ingress(t, ns, "dns"); !slices.Equal(got, web) {
+		t.Errorf("after the refused edit dns holds %v, want %v", got, web)
+	}
+
+	// The same key in another namespace, or with another traffic policy,
+	// gets an address of its own, and is told why.
+	createLBService(t, ns+"-team", "tenant", keyed(8443, v1.ProtocolTCP))
+	if got := waitIngress(t, ns+"-team", "tenant", 1); got[0] == web[0] {
+		t.Errorf("a Service of another namespace shares %v under the same key", got)
+	}
+	warned(t, ns+"-team", "tenant", "SharingRefused", "of another namespace")
+	createLBService(t, ns, "local", func(svc *v1.Service) {
+		keyed(8080, v1.ProtocolTCP)(svc)
+		svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	})
+	if got := waitIngress(t, ns, "local", 1); got[0] == web[0] {
+		t.Errorf("an externalTrafficPolicy Local Service shares %v with Cluster ones", got)
+	}
+	warned(t, ns, "local", "SharingRefused", "whose externalTrafficPolicy is Cluster")
+
+	// A requested address outside a newly named pool: refused as a fresh
+	// request would be, address kept.
+	createLBService(t, ns, "pinned", func(svc *v1.Service) {
+		svc.Annotations = map[string]string{"baremetal.cloudprovider.io/load-balancer-ips": "192.0.2.9"}
+	})
+	waitIngress(t, ns, "pinned", 1)
+	patchService(t, ns, "pinned", `{"metadata":{"annotations":{"baremetal.cloudprovider.io/address-pool":"team"}}}`)
+	warned(t, ns, "pinned", "SyncLoadBalancerFailed", `requested address 192.0.2.9 is in pool "public", not in the requested pool "team"`)
+	if got := ingress(t, ns, "pinned"); !slices.Equal(got, []string{"192.0.2.9"}) {
+		t.Errorf("after the refused edit pinned holds %v", got)
+	}
+}
+
+// A Service's status edited by hand to another Service's address does not
+// take it at the next start: the Service whose address the CCM wrote keeps
+// it, and the edited one is told and given another.
+func TestHandEditedStatusDoesNotStealAtRestart(t *testing.T) {
+	const ns = "lb-edit"
+	ctx := context.Background()
+	s := newLBSite(t, ns)
+	lbNode(t, "edit-1", true, 61)
+	ccm := s.startCCM("ccm")
+	createLBService(t, ns, "older", nil)
+	waitIngress(t, ns, "older", 1)
+	createLBService(t, ns, "younger", nil)
+	taken := waitIngress(t, ns, "younger", 1)[0]
+	ccm.Kill()
+
+	svcs := suite.Cluster.Admin.CoreV1().Services(ns)
+	older, err := svcs.Get(ctx, "older", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	older.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: taken}}
+	if _, err := svcs.UpdateStatus(ctx, older, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	s.startCCM("ccm-restarted")
+	warned(t, ns, "older", "AddressConflict", "claims an address another Service holds")
+	framework.Eventually(t, waitTimeout, "older has an address of its own", func() (bool, string) {
+		got := ingress(t, ns, "older")
+		return len(got) == 1 && got[0] != taken, strings.Join(got, ",")
+	})
+	if got := ingress(t, ns, "younger"); !slices.Equal(got, []string{taken}) {
+		t.Errorf("younger, whose address the CCM wrote, holds %v, want %s", got, taken)
+	}
+	s.waitRoute(taken+"/32", "203.0.113.61")
+}
