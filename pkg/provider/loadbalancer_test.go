@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 )
@@ -135,6 +136,9 @@ func TestVIPWithoutNextHopsOfItsFamilyIsReported(t *testing.T) {
 	}
 	if len(said) != 1 || !strings.Contains(said[0], "ns/six VIPNotAnnounced: address "+vip+" is not announced: no Ready, initialised node that may carry traffic has an IPv6 address") {
 		t.Errorf("Events: %q", said)
+	}
+	if v, err := testutil.GetGaugeMetricValue(vipsWithoutNextHops); err != nil || v != 1 {
+		t.Errorf("baremetal_load_balancer_vips_without_next_hops = %v (%v), want 1", v, err)
 	}
 }
 
