@@ -296,6 +296,12 @@ func TestDataPath(t *testing.T) {
 			}
 			return ok, out
 		})
+		// FRR 8.4 removes only one stale path per prefix when the restart
+		// time ends (FRR issue #17372); the others stay in its BGP table,
+		// though not in its kernel here. Said, not asserted: the router's.
+		if stale, err := stalePaths(ccmIP); err == nil && len(stale) > 0 {
+			t.Logf("stale paths of the dead leader left in FRR's BGP table after its restart time: %v", stale)
+		}
 		framework.WaitLeader(t, standby)
 		leading, leadingHost = standby, standbyHost
 		time.Sleep(2 * time.Second)
