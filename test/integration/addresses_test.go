@@ -137,3 +137,34 @@ func TestHandEditedStatusDoesNotStealAtRestart(t *testing.T) {
 	}
 	s.waitRoute(taken+"/32", "203.0.113.61")
 }
+
+// A VIP that no eligible node can carry is said, not silently put in the
+// status: here the only machine has no IPv6 address.
+func TestVIPWithoutNextHopsIsReported(t *testing.T) {
+	const ns = "lb-stranded"
+	peer := framework.StartPeer(t)
+	s := newSite(t, `
+inventory:
+  machines:
+  - name: v4only-1
+    addresses: [{type: InternalIP, address: 203.0.113.71}]
+loadBalancer:
+  pools:
+  - name: six
+    addresses: ["2001:db8:beef::/124"]
+`+framework.PeerConfig(peer))
+	createNamespace(t, ns)
+	createNode(t, nodeSpec{name: "v4only-1", ready: true, addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "203.0.113.71"}}})
+	ccm := s.startCCM("ccm")
+	waitInitialized(t, "v4only-1")
+	createLBService(t, ns, "six", func(svc *v1.Service) {
+		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicySingleStack)
+		svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
+	})
+	vip := waitIngress(t, ns, "six", 1)[0]
+	warned(t, ns, "six", "VIPNotAnnounced", "address "+vip+" is not announced: no Ready, initialised node that may carry traffic has an IPv6 address")
+	framework.Eventually(t, waitTimeout, "the metric counts it", func() (bool, string) {
+		body := metrics(t, ccm)
+		return strings.Contains(body, "baremetal_load_balancer_vips_without_next_hops 1"), "not in /metrics"
+	})
+}
