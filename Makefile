@@ -45,10 +45,12 @@ $(TOOLS_BIN)/etcd: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
 lint:
 	$(GO) vet ./...
 	cd hack/tools && $(GO) vet ./...
+	cd hack/image && $(GO) vet ./...
 	@out=$$(gofmt -l cmd pkg test hack); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 unit:
 	$(GO) test ./pkg/... ./cmd/...
+	cd hack/image && $(GO) test ./...
 
 # Benchmarks (not part of `make test`): make bench BENCHFLAGS="--runs=5 --idle=5m"
 BENCHFLAGS ?=
@@ -81,8 +83,12 @@ test: lint unit fuzz integration chaos e2e
 demo: tools build
 	$(GO) run ./hack/demo
 
-image:
-	docker build -t baremetal-cloud-controller-manager:$(VERSION) .
+# The image without Docker: the Dockerfile's content (the static binary, user
+# nonroot, no shell) as a tarball for `ctr images import` or `docker load`.
+IMAGE     ?= ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager:$(VERSION)
+IMAGE_TAR := $(BIN_DIR)/baremetal-cloud-controller-manager-image.tar
+image: build
+	cd hack/image && $(GO) run . -binary ../../$(BINARY) -tag $(IMAGE) -out ../../$(IMAGE_TAR)
 
 clean:
 	rm -rf $(BIN_DIR) $(TOOLS_BIN)
