@@ -24,7 +24,7 @@ LDFLAGS := -s -w \
 # How long `make test` runs each fuzz target; longer: make fuzz FUZZTIME=10m
 FUZZTIME ?= 10s
 
-.PHONY: all build tools test unit integration chaos e2e fuzz bench lint demo clean image
+.PHONY: all build tools node-tools test unit integration chaos e2e fuzz bench lint demo clean image
 
 all: build
 
@@ -36,11 +36,23 @@ build:
 TOOLS := $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/etcd $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kubeadm
 tools: $(TOOLS)
 
+# They report the release they are built from (kubeadm checks the versions
+# of what it runs against its own).
+TOOLS_LDFLAGS := -ldflags '-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean'
+
 $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kubeadm: hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && $(GO) build -o bin/ k8s.io/kubernetes/cmd/$(notdir $@)
+	cd hack/tools && $(GO) build $(TOOLS_LDFLAGS) -o bin/ k8s.io/kubernetes/cmd/$(notdir $@)
 
 $(TOOLS_BIN)/etcd: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
 	cd hack/tools && $(GO) build -o bin/etcd ./etcd
+
+# The node stack of the real-cluster tests, in one go build so that the
+# packages they share are built once; a no-op once built.
+NODE_TOOLS := $(TOOLS_BIN)/kubelet $(TOOLS_BIN)/kube-proxy $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler
+node-tools: $(NODE_TOOLS)
+
+$(NODE_TOOLS) &: hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && $(GO) build $(TOOLS_LDFLAGS) -o bin/ $(addprefix k8s.io/kubernetes/cmd/,$(notdir $(NODE_TOOLS)))
 
 lint:
 	$(GO) vet ./...
