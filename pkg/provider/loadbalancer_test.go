@@ -8,12 +8,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 )
 
@@ -217,5 +220,48 @@ func TestOnlyEndpointChangesThatMoveNextHopsConverge(t *testing.T) {
 		if converged != tc.converge {
 			t.Errorf("%s: converged %v, want %v", tc.name, converged, tc.converge)
 		}
+	}
+}
+
+// The route controller replaces a route whose Node's addresses changed by
+// deleting it and creating it at once: the pod CIDR is never withdrawn in
+// between. A route deleted for good goes once it has lingered.
+func TestReplacedRouteIsNeverWithdrawn(t *testing.T) {
+	c := newCloud(t, `
+inventory:
+  machines:
+  - name: a
+    addresses: [{type: InternalIP, address: 10.0.0.1}]
+routes: {}
+bgp: {localASN: 64512, routerID: 10.0.0.254}
+`)
+	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
+	ctx := context.Background()
+	r := &cloudprovider.Route{Name: "a/10.244.1.0/24", TargetNode: "a", DestinationCIDR: "10.244.1.0/24"}
+	announced := func() bool {
+		c.net.mu.Lock()
+		defer c.net.mu.Unlock()
+		return slices.ContainsFunc(c.net.desiredPaths(), func(a bgp.Announcement) bool { return a.Prefix.String() == "10.244.1.0/24" })
+	}
+	if err := c.CreateRoute(ctx, "", "", r); err != nil || !announced() {
+		t.Fatalf("created: announced %v, %v", announced(), err)
+	}
+	if err := c.DeleteRoute(ctx, "", r); err != nil || !announced() {
+		t.Fatalf("between the delete and the create of a replacement the route is withdrawn (%v)", err)
+	}
+	if routes, _ := c.ListRoutes(ctx, ""); len(routes) != 0 {
+		t.Errorf("a deleted route is still listed: %v", routes)
+	}
+	if err := c.CreateRoute(ctx, "", "", r); err != nil || !announced() {
+		t.Fatalf("re-created: announced %v, %v", announced(), err)
+	}
+	time.Sleep(routeLinger + 200*time.Millisecond)
+	if !announced() {
+		t.Errorf("the re-created route went when the old one's linger ended")
+	}
+	c.DeleteRoute(ctx, "", r)
+	time.Sleep(routeLinger + 200*time.Millisecond)
+	if announced() {
+		t.Errorf("a route deleted for good is still announced after %s", routeLinger)
 	}
 }

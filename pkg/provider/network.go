@@ -39,7 +39,9 @@ type network struct {
 	alloc    *ipam.Allocator
 	services map[string]*lbService
 	routes   map[string]*route // by pod CIDR
-	speaker  *bgp.Speaker
+	// leaving are routes deleted a moment ago, still announced (routeLinger).
+	leaving map[string]*route
+	speaker *bgp.Speaker
 
 	// leading is set once this replica allocates; until then it follows
 	// what the Services' status says. ready is closed when it is set.
@@ -82,6 +84,7 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 		alloc:    ipam.New(cfg.LoadBalancer.Pools),
 		services: map[string]*lbService{},
 		routes:   map[string]*route{},
+		leaving:  map[string]*route{},
 		ready:    make(chan struct{}),
 		informed: make(chan struct{}),
 		kick:     make(chan struct{}, 1),

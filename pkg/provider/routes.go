@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -67,6 +68,7 @@ func (c *Cloud) CreateRoute(ctx context.Context, _ string, _ string, r *cloudpro
 	rt, nextHop, err := n.newRoute(string(r.TargetNode), r.DestinationCIDR, r.TargetNodeAddresses)
 	if err == nil {
 		n.routes[rt.cidr.String()] = rt
+		delete(n.leaving, rt.cidr.String())
 	}
 	n.mu.Unlock()
 	if err != nil {
@@ -83,15 +85,36 @@ func (c *Cloud) DeleteRoute(ctx context.Context, _ string, r *cloudprovider.Rout
 		return err
 	}
 	n := c.net
+	p, err := netip.ParsePrefix(r.DestinationCIDR)
+	if err != nil {
+		return nil
+	}
+	key := p.Masked().String()
 	n.mu.Lock()
-	if p, err := netip.ParsePrefix(r.DestinationCIDR); err == nil {
-		delete(n.routes, p.Masked().String())
+	rt, ok := n.routes[key]
+	delete(n.routes, key)
+	if ok {
+		n.leaving[key] = rt
 	}
 	n.mu.Unlock()
 	klog.InfoS("Route deleted", "node", r.TargetNode, "podCIDR", r.DestinationCIDR)
-	n.announce()
+	// Withdrawn once it has lingered, unless created again meanwhile.
+	time.AfterFunc(routeLinger, func() {
+		n.mu.Lock()
+		if n.leaving[key] == rt {
+			delete(n.leaving, key)
+		}
+		n.mu.Unlock()
+		n.announce()
+	})
 	return nil
 }
+
+// routeLinger is how long a deleted route stays announced. The route
+// controller replaces a route whose Node's addresses changed by deleting
+// it and creating it at once; the router must not see the pod CIDR
+// withdrawn and announced again in between.
+const routeLinger = time.Second
 
 // newRoute is a Node's pod CIDR, with the next hop it has now. Callers hold
 // n.mu.
@@ -166,8 +189,16 @@ func (n *network) routePaths() []bgp.Announcement {
 		return nil
 	}
 	attrs := attributesOf(n.cfg.Routes.BGP)
-	paths := make([]bgp.Announcement, 0, len(n.routes))
+	paths := make([]bgp.Announcement, 0, len(n.routes)+len(n.leaving))
 	for _, r := range n.routes {
+		if hop, err := n.routeNextHop(r); err == nil {
+			paths = append(paths, bgp.Announcement{Prefix: r.cidr, NextHops: []netip.Addr{hop}, Attributes: attrs})
+		}
+	}
+	for key, r := range n.leaving {
+		if _, back := n.routes[key]; back {
+			continue
+		}
 		if hop, err := n.routeNextHop(r); err == nil {
 			paths = append(paths, bgp.Announcement{Prefix: r.cidr, NextHops: []netip.Addr{hop}, Attributes: attrs})
 		}
