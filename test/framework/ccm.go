@@ -114,6 +114,9 @@ type CCM struct {
 // that tests are quick. Its output goes to Name.log in Dir.
 func (c CCM) Start() (*Process, error) {
 	port, err := FreePort()
+	if c.Netns != "" {
+		port, err = FreePortIn(c.Netns)
+	}
 	if err != nil {
 		return nil, err
 	}

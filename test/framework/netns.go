@@ -143,3 +143,19 @@ func (n *Netns) ForwardInto(target string) (int, error) {
 	}()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// FreePortIn is a free loopback TCP port inside the named namespace: a
+// port free in the test's own namespace may be taken there.
+func FreePortIn(name string) (int, error) {
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		return 0, fmt.Errorf("opening network namespace %s: %w", name, err)
+	}
+	defer h.Close()
+	l, err := (&Netns{Name: name, handle: h}).Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
