@@ -231,22 +231,30 @@ func (n *network) waitSynced(ctx context.Context) bool {
 	return cache.WaitForNamedCacheSync("baremetal-load-balancer", ctx.Done(), n.synced...)
 }
 
-// holderFirst orders Services for a rebuild, so that in a conflict the true
+// byHolder orders Services for a rebuild, so that in a conflict the true
 // holder keeps the address, the same one at every rebuild: first those
 // whose addresses this CCM wrote (its field manager owns their
 // status.loadBalancer.ingress; a hand edit or a tool's takes it over), then
-// the oldest, then by namespace and name.
-func holderFirst(a, b *v1.Service) int {
-	if wa, wb := wroteStatus(a), wroteStatus(b); wa != wb {
-		if wa {
-			return -1
+// the oldest, then by namespace and name. Who wrote each status is read
+// once per Service, not at every comparison: a standby sorts at every
+// convergence.
+func byHolder(svcs []*v1.Service) {
+	wrote := make(map[*v1.Service]bool, len(svcs))
+	for _, svc := range svcs {
+		wrote[svc] = wroteStatus(svc)
+	}
+	slices.SortFunc(svcs, func(a, b *v1.Service) int {
+		if wa, wb := wrote[a], wrote[b]; wa != wb {
+			if wa {
+				return -1
+			}
+			return 1
 		}
-		return 1
-	}
-	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-		return c
-	}
-	return strings.Compare(serviceKey(a), serviceKey(b))
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(serviceKey(a), serviceKey(b))
+	})
 }
 
 // fieldManager is the manager the API server records for this process's
@@ -277,7 +285,7 @@ func (n *network) derive(leading bool) {
 		klog.ErrorS(err, "Listing Services to derive the allocations")
 		return
 	}
-	slices.SortFunc(svcs, holderFirst)
+	byHolder(svcs)
 	alloc := ipam.New(n.cfg.LoadBalancer.Pools)
 	services := map[string]*lbService{}
 	for _, svc := range svcs {

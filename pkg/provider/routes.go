@@ -190,17 +190,17 @@ func (n *network) routePaths() []bgp.Announcement {
 	}
 	attrs := attributesOf(n.cfg.Routes.BGP)
 	paths := make([]bgp.Announcement, 0, len(n.routes)+len(n.leaving))
-	for _, r := range n.routes {
+	add := func(r *route) {
 		if hop, err := n.routeNextHop(r); err == nil {
 			paths = append(paths, bgp.Announcement{Prefix: r.cidr, NextHops: []netip.Addr{hop}, Attributes: attrs})
 		}
 	}
+	for _, r := range n.routes {
+		add(r)
+	}
 	for key, r := range n.leaving {
-		if _, back := n.routes[key]; back {
-			continue
-		}
-		if hop, err := n.routeNextHop(r); err == nil {
-			paths = append(paths, bgp.Announcement{Prefix: r.cidr, NextHops: []netip.Addr{hop}, Attributes: attrs})
+		if _, back := n.routes[key]; !back {
+			add(r)
 		}
 	}
 	return paths
