@@ -82,8 +82,12 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 
 // UpdateLoadBalancer is called when the service controller's node set
 // changes; the provider has followed the Nodes already (see
-// EnsureLoadBalancer), so this only makes sure the Service is known.
-func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) error {
+// EnsureLoadBalancer), so this only refreshes the traffic policy. It never
+// creates: the node sync works from the controller's own list of Services
+// and may reach one whose load balancer was just deleted. Upstream then
+// asks GetLoadBalancer and drops the error when there is none; a Service
+// that never got one is ensured by its own sync.
+func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) error {
 	if err := c.net.waitReady(ctx); err != nil {
 		return err
 	}
@@ -95,8 +99,7 @@ func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 	}
 	n.mu.Unlock()
 	if !ok {
-		_, err := c.EnsureLoadBalancer(ctx, "", svc, nodes)
-		return err
+		return fmt.Errorf("Service %s has no load balancer to update", serviceKey(svc))
 	}
 	n.announce()
 	return nil

@@ -265,3 +265,27 @@ bgp: {localASN: 64512, routerID: 10.0.0.254}
 		t.Errorf("a route deleted for good is still announced after %s", routeLinger)
 	}
 }
+
+// The service controller's node sync works from its own list of Services
+// and may update the hosts of a Service whose load balancer was just
+// deleted. That must not give the Service its address back: upstream asks
+// GetLoadBalancer after a failed update and ignores the error when there
+// is no load balancer.
+func TestUpdatingADeletedLoadBalancerDoesNotRecreateIt(t *testing.T) {
+	c, _ := lbCloud(t, "")
+	ctx := context.Background()
+	svc := svcNamed("ns", "gone")
+	vip := ensure(t, c, svc)[0]
+	if err := c.EnsureLoadBalancerDeleted(ctx, "", svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UpdateLoadBalancer(ctx, "", svc, nil); err == nil {
+		t.Error("UpdateLoadBalancer of a deleted load balancer succeeded, want an error")
+	}
+	if got := pathTo(c, vip); got != "not announced" {
+		t.Errorf("%s after the update of the deleted Service: %s", vip, got)
+	}
+	if _, exists, err := c.GetLoadBalancer(ctx, "", svc); err != nil || exists {
+		t.Errorf("GetLoadBalancer: exists %v, error %v; want no load balancer", exists, err)
+	}
+}
