@@ -24,7 +24,7 @@ LDFLAGS := -s -w \
 # How long `make test` runs each fuzz target; longer: make fuzz FUZZTIME=10m
 FUZZTIME ?= 10s
 
-.PHONY: all build tools node-tools test unit integration chaos e2e fuzz bench lint demo clean image
+.PHONY: all build tools node-tools cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image
 
 all: build
 
@@ -40,19 +40,55 @@ tools: $(TOOLS)
 # of what it runs against its own).
 TOOLS_LDFLAGS := -ldflags '-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean'
 
+# Static, as the same binaries go into the real-cluster tests' images.
 $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kubeadm: hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && $(GO) build $(TOOLS_LDFLAGS) -o bin/ k8s.io/kubernetes/cmd/$(notdir $@)
+	cd hack/tools && CGO_ENABLED=0 $(GO) build $(TOOLS_LDFLAGS) -o bin/ k8s.io/kubernetes/cmd/$(notdir $@)
 
 $(TOOLS_BIN)/etcd: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
-	cd hack/tools && $(GO) build -o bin/etcd ./etcd
+	cd hack/tools && CGO_ENABLED=0 $(GO) build -o bin/etcd ./etcd
 
 # The node stack of the real-cluster tests, in one go build so that the
 # packages they share are built once; a no-op once built.
 NODE_TOOLS := $(TOOLS_BIN)/kubelet $(TOOLS_BIN)/kube-proxy $(TOOLS_BIN)/kube-controller-manager $(TOOLS_BIN)/kube-scheduler
-node-tools: $(NODE_TOOLS)
+CONTAINERD := $(TOOLS_BIN)/containerd $(TOOLS_BIN)/containerd-shim-runc-v2 $(TOOLS_BIN)/ctr
+node-tools: $(NODE_TOOLS) $(CONTAINERD)
 
 $(NODE_TOOLS) &: hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && $(GO) build $(TOOLS_LDFLAGS) -o bin/ $(addprefix k8s.io/kubernetes/cmd/,$(notdir $(NODE_TOOLS)))
+	cd hack/tools && CGO_ENABLED=0 $(GO) build $(TOOLS_LDFLAGS) -o bin/ $(addprefix k8s.io/kubernetes/cmd/,$(notdir $(NODE_TOOLS)))
+
+$(CONTAINERD) &: hack/containerd/go.mod hack/containerd/go.sum
+	cd hack/containerd && CGO_ENABLED=0 $(GO) build -tags 'no_btrfs no_devmapper no_zfs no_aufs no_erofs' \
+		-ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=v2.4.2' \
+		-o ../tools/bin/ $(addprefix github.com/containerd/containerd/v2/cmd/,$(notdir $(CONTAINERD)))
+
+# The real cluster's images, built from the binaries above with hack/image
+# under the names kubeadm v1.37.2 asks for (so nothing is ever pulled),
+# plus the tests' server; kube-proxy's carries Debian's nft, which its
+# nftables mode runs.
+IMAGES_DIR := $(TOOLS_BIN)/images
+IMAGE_TOOL := $(TOOLS_BIN)/image
+CLUSTER_IMAGES := $(addprefix $(IMAGES_DIR)/,kube-apiserver.tar kube-controller-manager.tar kube-scheduler.tar kube-proxy.tar etcd.tar pause.tar echo.tar)
+cluster-images: $(CLUSTER_IMAGES) image
+
+$(IMAGE_TOOL): hack/image/go.mod hack/image/go.sum $(wildcard hack/image/*.go)
+	cd hack/image && $(GO) build -o ../tools/bin/image .
+
+$(TOOLS_BIN)/pause $(TOOLS_BIN)/echo: $(TOOLS_BIN)/%: test/cluster/images/%/main.go
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./test/cluster/images/$*
+
+$(IMAGES_DIR)/kube-%.tar: $(TOOLS_BIN)/kube-% $(IMAGE_TOOL)
+	@mkdir -p $(IMAGES_DIR)
+	$(if $(filter proxy,$*),hack/debian-packages.sh /usr/sbin/nft=nftables)
+	$(IMAGE_TOOL) -binary $< -user 0:0 -tag registry.k8s.io/kube-$*:$(K8S_VERSION) -out $@ $(if $(filter proxy,$*),-with /usr/sbin/nft)
+$(IMAGES_DIR)/etcd.tar: $(TOOLS_BIN)/etcd $(IMAGE_TOOL)
+	@mkdir -p $(IMAGES_DIR)
+	$(IMAGE_TOOL) -binary $< -user 0:0 -tag registry.k8s.io/etcd:3.7.0-0 -out $@
+$(IMAGES_DIR)/pause.tar: $(TOOLS_BIN)/pause $(IMAGE_TOOL)
+	@mkdir -p $(IMAGES_DIR)
+	$(IMAGE_TOOL) -binary $< -user 65535:65535 -tag registry.k8s.io/pause:3.10.2 -out $@
+$(IMAGES_DIR)/echo.tar: $(TOOLS_BIN)/echo $(IMAGE_TOOL)
+	@mkdir -p $(IMAGES_DIR)
+	$(IMAGE_TOOL) -binary $< -tag baremetal.test/echo:v1 -out $@
 
 lint:
 	$(GO) vet ./...
@@ -83,6 +119,21 @@ chaos: tools build
 e2e: tools build
 	$(GO) test -count=1 -timeout 40m ./test/e2e/... $(if $(E2EFLAGS),-args $(E2EFLAGS))
 
+# A real cluster: kubeadm, kubelets, containerd, kube-proxy and pods in
+# network namespaces, the CCM run from deploy/ as a Deployment and as a
+# static pod; needs root (installs runc, nftables, CNI plugins).
+CLUSTERFLAGS ?=
+cluster-test: tools node-tools cluster-images
+	$(GO) test -count=1 -timeout 30m ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
+
+# The same cluster for a person; Ctrl-C removes it. cluster-down cleans up
+# after one that was killed.
+cluster: tools node-tools cluster-images
+	$(GO) run ./test/cluster/lab
+
+cluster-down:
+	$(GO) run ./test/cluster/lab -down
+
 # Bounded fuzzing of the config parser and the annotation parsers; the seed
 # corpus is in each package's testdata/fuzz.
 fuzz:
@@ -90,7 +141,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAddressRange$$' -fuzztime $(FUZZTIME) ./pkg/config
 	$(GO) test -run '^$$' -fuzz '^FuzzAnnotations$$' -fuzztime $(FUZZTIME) ./pkg/provider
 
-test: lint unit fuzz integration chaos e2e
+test: lint unit fuzz integration chaos e2e cluster-test
 
 demo: tools build
 	$(GO) run ./hack/demo

@@ -1,7 +1,10 @@
-// Command image builds the CCM's container image from its static binary,
-// without Docker: the content of the Dockerfile's (the binary, a non-root
-// user, no shell), written as a tarball that `ctr images import` and
-// `docker load` read.
+// Command image builds a container image from a static binary, without
+// Docker, as a tarball that `ctr images import` and `docker load` read.
+// By default it is the CCM's image, the Dockerfile's content: the binary,
+// a non-root user, no shell. The real-cluster tests build the Kubernetes
+// components' images the same way (-user 0:0), and kube-proxy's with the
+// Debian nft it runs (-with, which adds a host file and the shared
+// libraries it loads).
 package main
 
 import (
@@ -11,7 +14,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -21,48 +26,74 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// Where the binary goes and who runs it: as in the Dockerfile (distroless
-// static, user nonroot).
+// Who runs the binary by default: as in the Dockerfile (distroless static,
+// user nonroot).
 const (
-	binaryPath = "usr/local/bin/baremetal-cloud-controller-manager"
-	user       = "65532:65532"
-	passwd     = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
-	group      = "root:x:0:\nnonroot:x:65532:\n"
+	nonroot = "65532:65532"
+	passwd  = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
+	group   = "root:x:0:\nnonroot:x:65532:\n"
+	binDir  = "usr/local/bin/"
 )
 
+// spec is one image.
+type spec struct {
+	binary string   // goes to /usr/local/bin/<its name>, the entrypoint
+	tag    string   // the image's name
+	user   string   // uid:gid
+	with   []string // host files added at their own paths, with their libraries
+}
+
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(s string) error { *l = append(*l, s); return nil }
+
 func main() {
-	binary := flag.String("binary", "bin/baremetal-cloud-controller-manager", "the static binary")
-	tag := flag.String("tag", "ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager:latest", "the image's name")
+	var s spec
+	var with list
+	flag.StringVar(&s.binary, "binary", "bin/baremetal-cloud-controller-manager", "the static binary")
+	flag.StringVar(&s.tag, "tag", "ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager:latest", "the image's name")
+	flag.StringVar(&s.user, "user", nonroot, "the user (uid:gid) that runs the binary")
+	flag.Var(&with, "with", "a host file to add at its own path with the shared libraries it loads (repeatable)")
 	out := flag.String("out", "bin/baremetal-cloud-controller-manager-image.tar", "the tarball to write")
 	flag.Parse()
-	if err := build(*binary, *tag, *out); err != nil {
+	s.with = with
+	if err := build(s, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("wrote %s (%s)\n", *out, *tag)
+	fmt.Printf("wrote %s (%s)\n", *out, s.tag)
 }
 
-func build(binary, tag, out string) error {
-	ref, err := name.NewTag(tag)
+func build(s spec, out string) error {
+	ref, err := name.NewTag(s.tag)
 	if err != nil {
-		return fmt.Errorf("image name %q: %w", tag, err)
+		return fmt.Errorf("image name %q: %w", s.tag, err)
 	}
-	bin, err := os.ReadFile(binary)
+	files := map[string][]byte{}
+	bin, err := os.ReadFile(s.binary)
 	if err != nil {
 		return err
 	}
-	img, err := image(bin)
+	entry := binDir + path.Base(s.binary)
+	files[entry] = bin
+	for _, f := range s.with {
+		if err := addWithLibraries(files, f); err != nil {
+			return err
+		}
+	}
+	img, err := image(files, "/"+entry, s.user)
 	if err != nil {
 		return err
 	}
 	return tarball.WriteToFile(out, ref, img)
 }
 
-// image is one layer, the binary and the user database, with the config
-// that runs the binary as nonroot.
-func image(bin []byte) (v1.Image, error) {
+// image is one layer, the files and the user database, with the config
+// that runs entry as user.
+func image(files map[string][]byte, entry, user string) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar(bin))), nil
+		return io.NopCloser(bytes.NewReader(layerTar(files))), nil
 	})
 	if err != nil {
 		return nil, err
@@ -77,34 +108,48 @@ func image(bin []byte) (v1.Image, error) {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
-	cfg.Config.Entrypoint = []string{"/" + binaryPath}
+	cfg.Config.Entrypoint = []string{entry}
 	cfg.Config.User = user
-	cfg.Config.Env = []string{"PATH=/usr/local/bin"}
+	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin"}
 	return mutate.ConfigFile(img, cfg)
 }
 
 // layerTar is the layer's content; fixed times keep the image the same
-// for the same binary.
-func layerTar(bin []byte) []byte {
+// for the same files.
+func layerTar(files map[string][]byte) []byte {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	epoch := time.Unix(0, 0)
+	dirs := map[string]bool{}
 	dir := func(name string, mode int64, uid int) {
+		dirs[name] = true
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: mode, Uid: uid, Gid: uid, ModTime: epoch})
 	}
-	file := func(name string, mode int64, data []byte) {
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: epoch})
-		tw.Write(data)
-	}
-	for _, d := range []string{"etc/", "usr/", "usr/local/", "usr/local/bin/"} {
-		dir(d, 0o755, 0)
-	}
+	dir("etc/", 0o755, 0)
 	dir("home/", 0o755, 0)
 	dir("home/nonroot/", 0o700, 65532)
 	dir("tmp/", 0o1777, 0)
-	file("etc/passwd", 0o644, []byte(passwd))
-	file("etc/group", 0o644, []byte(group))
-	file(binaryPath, 0o755, bin)
+	all := map[string][]byte{"etc/passwd": []byte(passwd), "etc/group": []byte(group)}
+	for n, data := range files {
+		all[n] = data
+	}
+	for _, n := range sortedKeys(all) {
+		var parents []string
+		for d := path.Dir(n); d != "."; d = path.Dir(d) {
+			parents = append([]string{d + "/"}, parents...)
+		}
+		for _, d := range parents {
+			if !dirs[d] {
+				dir(d, 0o755, 0)
+			}
+		}
+		mode := int64(0o644)
+		if strings.HasPrefix(n, binDir) || isELF(all[n]) {
+			mode = 0o755
+		}
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: mode, Size: int64(len(all[n])), ModTime: epoch})
+		tw.Write(all[n])
+	}
 	tw.Close()
 	return buf.Bytes()
 }

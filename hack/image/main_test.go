@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -15,12 +16,12 @@ import (
 // The image a user loads runs the binary as nonroot and has no shell.
 func TestImageRunsTheBinaryAsNonRootWithoutAShell(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "ccm")
-	if err := os.WriteFile(bin, []byte("\x7fELF not really"), 0o755); err != nil {
+	bin := filepath.Join(dir, "baremetal-cloud-controller-manager")
+	if err := os.WriteFile(bin, []byte("not really a program"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "image.tar")
-	if err := build(bin, "example.com/ccm:test", out); err != nil {
+	if err := build(spec{binary: bin, tag: "example.com/ccm:test", user: nonroot}, out); err != nil {
 		t.Fatal(err)
 	}
 	img, err := tarball.ImageFromPath(out, nil)
@@ -55,7 +56,7 @@ func TestImageRunsTheBinaryAsNonRootWithoutAShell(t *testing.T) {
 		}
 		files[h.Name] = h
 	}
-	if h := files["usr/local/bin/baremetal-cloud-controller-manager"]; h == nil || h.Mode != 0o755 || h.Size != int64(len("\x7fELF not really")) {
+	if h := files["usr/local/bin/baremetal-cloud-controller-manager"]; h == nil || h.Mode != 0o755 || h.Size != int64(len("not really a program")) {
 		t.Errorf("the binary in the layer: %+v", h)
 	}
 	for _, shell := range []string{"bin/sh", "bin/bash", "bin/busybox", "usr/bin/sh"} {
@@ -65,5 +66,25 @@ func TestImageRunsTheBinaryAsNonRootWithoutAShell(t *testing.T) {
 	}
 	if files["etc/passwd"] == nil {
 		t.Errorf("no /etc/passwd: the nonroot user has no name")
+	}
+}
+
+// A host program added with -with brings the libraries it loads, so that
+// it runs in an image that has nothing else.
+func TestWithAddsAProgramAndItsLibraries(t *testing.T) {
+	files := map[string][]byte{}
+	if err := addWithLibraries(files, "/bin/true"); err != nil {
+		t.Fatal(err)
+	}
+	var libc, interp bool
+	for n := range files {
+		libc = libc || filepath.Base(n) == "libc.so.6"
+		interp = interp || strings.HasPrefix(filepath.Base(n), "ld-linux")
+	}
+	if files["bin/true"] == nil || !libc || !interp {
+		t.Errorf("files for /bin/true: %v; want it, libc.so.6 and the interpreter", sortedKeys(files))
+	}
+	if err := addWithLibraries(files, "/no/such/program"); err == nil || !strings.Contains(err.Error(), "/no/such/program") {
+		t.Errorf("a missing file: %v, want an error naming it", err)
 	}
 }

@@ -1,0 +1,194 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+const echoImage = "baremetal.test/echo:v1"
+
+// echoDeployment runs the test server on the workers, spread over them.
+func echoDeployment(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: v1.PodSpec{
+					Containers: []v1.Container{{Name: "echo", Image: echoImage,
+						Ports:          []v1.ContainerPort{{ContainerPort: 8080}},
+						ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}}},
+					TopologySpreadConstraints: []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname",
+						WhenUnsatisfiable: v1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
+				},
+			},
+		},
+	}
+	if _, err := lab.Admin.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 2*time.Minute, name+" ready", func() (bool, string) {
+		d, err := lab.Admin.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.Status.ReadyReplicas == replicas, fmt.Sprintf("%d of %d ready", d.Status.ReadyReplicas, replicas)
+	})
+}
+
+// echoPods is where each pod of the app runs: pod name → node name, and
+// pod name → pod IP.
+func echoPods(t *testing.T, ns, app string) (nodes, ips map[string]string) {
+	t.Helper()
+	pods, err := lab.Admin.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, ips = map[string]string{}, map[string]string{}
+	for _, p := range pods.Items {
+		nodes[p.Name], ips[p.Name] = p.Spec.NodeName, p.Status.PodIP
+	}
+	return nodes, ips
+}
+
+// ask connects from the client's namespace, behind the router, and reads
+// the server's line: the pod that answered and the address it saw.
+func ask(addr string) (pod, source string, err error) {
+	c, err := lab.Client.Dial("tcp", addr, 3*time.Second)
+	if err != nil {
+		return "", "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 256)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", "", err
+	}
+	f := strings.Fields(string(buf[:n]))
+	if len(f) != 2 {
+		return "", "", fmt.Errorf("answer %q", buf[:n])
+	}
+	host, _, _ := strings.Cut(f[1], ":")
+	return f[0], host, nil
+}
+
+// routerNextHops is what FRR installed in the router's kernel for prefix.
+func routerNextHops(prefix string) []string {
+	out, err := lab.Router.IP("-4", "route", "show", prefix)
+	if err != nil {
+		return nil
+	}
+	var hops []string
+	f := strings.Fields(out)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "via" {
+			hops = append(hops, f[i+1])
+		}
+	}
+	sort.Strings(hops)
+	return hops
+}
+
+func nodeIPs(names ...string) []string {
+	var out []string
+	for _, n := range lab.Nodes {
+		if slices.Contains(names, n.Name) {
+			out = append(out, n.IP)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func nodeNames() []string {
+	var out []string
+	for _, n := range lab.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+func workerNames() []string { return nodeNames()[1:] }
+
+// ccmLogs is what the CCM's container printed, read from the pod log
+// files on the control-plane node (the API server is not asked to dial
+// the kubelet for it).
+func ccmLogs(t *testing.T, podPrefix string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(lab.Nodes[0].Path("/var/log/pods/kube-system_" + podPrefix + "*/cloud-controller-manager/*.log"))
+	var b strings.Builder
+	for _, d := range dirs {
+		raw, _ := os.ReadFile(d)
+		b.Write(raw)
+	}
+	return b.String()
+}
+
+// noForbidden checks that the CCM was never refused by the API server:
+// the shipped RBAC covers what it does.
+func noForbidden(t *testing.T, logs string) {
+	t.Helper()
+	if logs == "" {
+		t.Error("the CCM's pod log is empty")
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "forbidden") {
+			t.Errorf("the CCM was refused: %s", line)
+		}
+	}
+}
+
+// serviceFor exposes the app as a LoadBalancer on port 80.
+func serviceFor(t *testing.T, ns, name, app string, local bool) string {
+	t.Helper()
+	svc := framework.LBService(ns, name)
+	svc.Spec.Selector = map[string]string{"app": app}
+	svc.Spec.Ports = []v1.ServicePort{{Name: "echo", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}
+	if local {
+		svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	}
+	if _, err := lab.Admin.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return framework.WaitIngress(t, lab.Admin, ns, name, 1)[0]
+}
+
+// answers asks the VIP n times and counts who answered and what source
+// address they saw.
+func answers(t *testing.T, vip string, n int) (pods, sources map[string]int) {
+	t.Helper()
+	pods, sources = map[string]int{}, map[string]int{}
+	framework.Eventually(t, time.Minute, "the VIP answers from the client", func() (bool, string) {
+		_, _, err := ask(vip + ":80")
+		return err == nil, fmt.Sprint(err)
+	})
+	for range n {
+		pod, src, err := ask(vip + ":80")
+		if err != nil {
+			t.Errorf("connecting to %s: %v", vip, err)
+			continue
+		}
+		pods[pod]++
+		sources[src]++
+	}
+	return pods, sources
+}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// shippedImage is the image name deploy/ ships with; the only thing the
+// lab changes in the manifests.
+const shippedImage = "ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager:latest"
+
+// ImageName reads the name an image tarball carries.
+func ImageName(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return "", fmt.Errorf("%s: no manifest.json: %w", path, err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var manifest []struct{ RepoTags []string }
+		if err := json.NewDecoder(io.LimitReader(tr, 1<<20)).Decode(&manifest); err != nil {
+			return "", err
+		}
+		if len(manifest) != 1 || len(manifest[0].RepoTags) != 1 {
+			return "", fmt.Errorf("%s: want one image with one name, got %+v", path, manifest)
+		}
+		return manifest[0].RepoTags[0], nil
+	}
+}
+
+// Manifest is a file of deploy/ with only the image name changed.
+func Manifest(file, image string) (string, error) {
+	return LabCopy(file, [][2]string{{shippedImage, image}}, "")
+}
+
+// inventorySize is how many machines the lab's inventory lists: the
+// control plane and workers yet to join, as a site's inventory lists its
+// racks.
+const inventorySize = 8
+
+// CloudConfig is the lab's inventory (a zone per machine), its VIP pool,
+// routes on, and the router as the BGP peer.
+func (l *Lab) CloudConfig() string {
+	var b strings.Builder
+	b.WriteString("inventory:\n  machines:\n")
+	for i := range inventorySize {
+		name, ip := machine(i)
+		fmt.Fprintf(&b, "  - name: %s\n    zone: lab-%s\n    addresses: [{type: InternalIP, address: %s}]\n", name, name, ip)
+	}
+	fmt.Fprintf(&b, `loadBalancer:
+  pools:
+  - name: lab
+    addresses: [%s]
+    avoidBuggyIPs: true
+routes: {}
+bgp:
+  localASN: %d
+  peers:
+  - address: %s
+    asn: %d
+    holdTime: 9s
+    connectRetryTime: 1s
+    gracefulRestart: {restartTime: 15s}
+`, VIPPool, CCMASN, LabGW, RouterASN)
+	return b.String()
+}
+
+// apply applies a manifest's text with kubectl.
+func (l *Lab) apply(name, text string) error {
+	path := filepath.Join(l.Dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return err
+	}
+	_, err := l.Kubectl("apply", "-f", path)
+	return err
+}
+
+// InstallPrerequisites applies what the README applies before either way
+// of running the CCM: its rights and the finalizer policy.
+func (l *Lab) InstallPrerequisites(image string) error {
+	for _, f := range []string{"deploy/rbac.yaml", "deploy/load-balancer-finalizer.yaml"} {
+		text, err := Manifest(f, image)
+		if err != nil {
+			return err
+		}
+		if err := l.apply(filepath.Base(f), text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// InstallDeployment runs the CCM as the README's kubeadm section does: the
+// cloud config as the ConfigMap, then deploy/deployment.yaml.
+func (l *Lab) InstallDeployment(image string) error {
+	if err := l.InstallPrerequisites(image); err != nil {
+		return err
+	}
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "baremetal-cloud-config"},
+		Data: map[string]string{"cloud.yaml": l.CloudConfig()}}
+	if _, err := l.Admin.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	text, err := Manifest("deploy/deployment.yaml", image)
+	if err != nil {
+		return err
+	}
+	return l.apply("deployment.yaml", text)
+}
+
+// RemoveDeployment undoes InstallDeployment's Deployment and ConfigMap.
+func (l *Lab) RemoveDeployment() {
+	l.Kubectl("-n", "kube-system", "delete", "deployment", "baremetal-cloud-controller-manager", "--wait")
+	l.Admin.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "baremetal-cloud-config", metav1.DeleteOptions{})
+}

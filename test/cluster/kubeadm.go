@@ -1,0 +1,209 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+// labOnly is what the lab adds to deploy/kubeadm/init.yaml, for this
+// machine and nothing else: kube-proxy must not set the host's global
+// conntrack table size from inside a node's namespace (maxPerCore: 0
+// leaves it), and its image carries nft, not iptables.
+const labOnly = `---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+conntrack:
+  maxPerCore: 0
+`
+
+// kubeletPatch is the node's kubelet configuration for this machine, as
+// kubeadm's --patches applies it: cgroup v1 with cgroupfs under the node's
+// own cgroup root, a resolv.conf of its own, and no eviction or image
+// garbage collection on a small disk (nothing could be pulled back).
+func (n *Node) kubeletPatch() string {
+	return fmt.Sprintf(`failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: %s
+resolvConf: %s
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`, n.cgroupRoot(), filepath.Join(n.Dir, "resolv.conf"))
+}
+
+// LabCopy is a project file with the given replacements (each must be
+// there: a copy that silently kept a placeholder would not be the file
+// users run) and an appended part.
+func LabCopy(projectFile string, replace [][2]string, appended string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), projectFile))
+	if err != nil {
+		return "", err
+	}
+	s := string(raw)
+	for _, r := range replace {
+		if !strings.Contains(s, r[0]) {
+			return "", fmt.Errorf("%s has no %q to replace: the lab's copy is out of step", projectFile, r[0])
+		}
+		s = strings.ReplaceAll(s, r[0], r[1])
+	}
+	return s + appended, nil
+}
+
+func (n *Node) writeKubeadmFiles(name, config string) (string, error) {
+	patches := filepath.Join(n.Dir, "patches")
+	if err := os.MkdirAll(patches, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(patches, "kubeletconfiguration+merge.yaml"), []byte(n.kubeletPatch()), 0o644); err != nil {
+		return "", err
+	}
+	// No DNS server in the lab: pods resolve nothing, and ask no one.
+	if err := os.WriteFile(filepath.Join(n.Dir, "resolv.conf"), []byte("options ndots:1\n"), 0o644); err != nil {
+		return "", err
+	}
+	path := filepath.Join(n.Dir, name)
+	return path, os.WriteFile(path, []byte(config), 0o644)
+}
+
+// kubeadm runs kubeadm on the node while starting the kubelet as soon as
+// kubeadm has configured it, as systemd would.
+func (n *Node) kubeadm(args ...string) error {
+	kubeletErr := make(chan error, 1)
+	go func() { kubeletErr <- n.startKubelet() }()
+	out, err := n.Run(append([]string{filepath.Join(framework.ToolsBin(), "kubeadm")}, args...)...)
+	os.WriteFile(filepath.Join(n.Dir, "kubeadm-"+args[0]+".log"), []byte(out), 0o644)
+	if kerr := <-kubeletErr; kerr != nil && err == nil {
+		err = kerr
+	}
+	if err != nil {
+		return fmt.Errorf("kubeadm %s on %s: %w\n%s", args[0], n.Name, err, framework.Tail(out, 40))
+	}
+	return nil
+}
+
+// kubeadmInit makes the control plane, with the project's init.yaml, the
+// way the README says; CoreDNS is left out (the lab has no DNS to serve,
+// and its image is not built), and the preflight checks are not run (they
+// would pull images and check the host's kernel settings).
+func (l *Lab) kubeadmInit(cp *Node) error {
+	config, err := LabCopy("deploy/kubeadm/init.yaml", nil, labOnly)
+	if err != nil {
+		return err
+	}
+	path, err := cp.writeKubeadmFiles("init.yaml", config)
+	if err != nil {
+		return err
+	}
+	if err := cp.kubeadm("init", "--config", path, "--skip-phases=preflight,addon/coredns", "--patches", filepath.Join(cp.Dir, "patches")); err != nil {
+		return err
+	}
+	if err := l.connect(cp); err != nil {
+		return err
+	}
+	go l.writeCNIConfig(cp)
+	return nil
+}
+
+// Join makes a node a worker with the project's join.yaml, filled in with
+// a fresh token and the cluster's CA hash, as `kubeadm token create
+// --print-join-command` gives them.
+func (l *Lab) Join(n *Node) error {
+	cp := l.Nodes[0]
+	out, err := cp.Run(filepath.Join(framework.ToolsBin(), "kubeadm"), "token", "create", "--kubeconfig", "/etc/kubernetes/admin.conf")
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	token := strings.TrimSpace(out)
+	hash, err := caCertHash(cp.Path("/etc/kubernetes/pki/ca.crt"))
+	if err != nil {
+		return err
+	}
+	config, err := LabCopy("deploy/kubeadm/join.yaml", [][2]string{
+		{"control-plane.lab.example:6443", cp.IP + ":6443"},
+		{"abcdef.0123456789abcdef", token},
+		{"sha256:0000000000000000000000000000000000000000000000000000000000000000", hash},
+	}, "")
+	if err != nil {
+		return err
+	}
+	path, err := n.writeKubeadmFiles("join.yaml", config)
+	if err != nil {
+		return err
+	}
+	if err := n.kubeadm("join", "--config", path, "--skip-phases=preflight", "--patches", filepath.Join(n.Dir, "patches")); err != nil {
+		return err
+	}
+	go l.writeCNIConfig(n)
+	return nil
+}
+
+// caCertHash is kubeadm's discovery hash: SHA-256 of the CA's public key.
+func caCertHash(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil {
+		return "", fmt.Errorf("%s: no PEM", path)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// writeCNIConfig gives the node its pod network once kube-controller-
+// manager has given it a pod CIDR: a bridge with the node as the gateway
+// and no masquerading, so that pods on other nodes are reached only over
+// the routes the CCM announces.
+func (l *Lab) writeCNIConfig(n *Node) {
+	var cidr string
+	waitFor(5*time.Minute, func() bool {
+		select {
+		case <-l.stopping:
+			return true
+		default:
+		}
+		node, err := l.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
+		if err == nil {
+			cidr = node.Spec.PodCIDR
+		}
+		return cidr != ""
+	})
+	if cidr == "" {
+		return
+	}
+	conf := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "lab",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "/var/lib/kubelet/cni-ipam"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]}
+`, cidr)
+	os.WriteFile(n.Path("/etc/cni/net.d/10-lab.conflist"), []byte(conf), 0o644)
+}
+
+func copyConn(dst, src net.Conn) {
+	io.Copy(dst, src)
+	if c, ok := dst.(interface{ CloseWrite() error }); ok {
+		c.CloseWrite()
+	}
+}
