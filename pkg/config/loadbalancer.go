@@ -79,7 +79,8 @@ type Routes struct {
 // BGP configures the in-process BGP speaker.
 type BGP struct {
 	LocalASN uint32 `yaml:"localASN"`
-	// RouterID, if empty, is each replica's own address (POD_IP), so that
+	// RouterID, if empty, is each replica's own address (POD_IP, else its
+	// address towards the first peer), so that
 	// replicas on several nodes have router IDs of their own.
 	RouterID string `yaml:"routerID"`
 	// ListenPort, if set, accepts sessions from peers; 0 (the default)

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"time"
@@ -95,8 +96,8 @@ func (n *network) speak(ctx context.Context, reachable func(context.Context) err
 func (n *network) startSpeaker(ctx context.Context, b config.BGP) *bgp.Speaker {
 	global := speakerGlobal(b)
 	if !global.RouterID.Is4() {
-		klog.ErrorS(nil, "No BGP router ID: bgp.routerID is not set and POD_IP is not an IPv4 address; VIPs are allocated but not announced", envPodIP, os.Getenv(envPodIP))
-		n.podEventf(v1.EventTypeWarning, "BGPNotStarted", "bgp.routerID is not set and %s (%q) is not an IPv4 address: set bgp.routerID", envPodIP, os.Getenv(envPodIP))
+		klog.ErrorS(nil, "No BGP router ID: bgp.routerID is not set, POD_IP is not an IPv4 address and no IPv4 peer is reachable; VIPs are allocated but not announced", envPodIP, os.Getenv(envPodIP))
+		n.podEventf(v1.EventTypeWarning, "BGPNotStarted", "bgp.routerID is not set, %s (%q) is not an IPv4 address and no IPv4 peer is reachable: set bgp.routerID", envPodIP, os.Getenv(envPodIP))
 		return nil
 	}
 	speaker, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), peerStateChanged)
@@ -157,5 +158,38 @@ func speakerGlobal(b config.BGP) bgp.Config {
 		id = os.Getenv(envPodIP)
 	}
 	cfg.RouterID, _ = netip.ParseAddr(id)
+	if !cfg.RouterID.Is4() && b.RouterID == "" {
+		cfg.RouterID = addressTowards(b.Peers)
+	}
 	return cfg
+}
+
+// addressTowards is the IPv4 address this host speaks to its first IPv4
+// peer from: a replica's own, when the kubelet has not given it POD_IP.
+// That happens on a Node the CCM has yet to initialise (the kubelet knows
+// no address for it), as on the first start of a kubeadm cluster, where
+// the CCM initialises its own Node. Connecting a UDP socket sends nothing;
+// the kernel only picks the route and the source.
+func addressTowards(peers []config.Peer) netip.Addr {
+	for _, p := range peers {
+		if p.SourceAddress != "" {
+			if a, err := netip.ParseAddr(p.SourceAddress); err == nil && a.Is4() {
+				return a
+			}
+		}
+		a, err := netip.ParseAddr(p.Address)
+		if err != nil || !a.Is4() {
+			continue
+		}
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 179)))
+		if err != nil {
+			continue
+		}
+		local := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+		c.Close()
+		if local.Is4() {
+			return local
+		}
+	}
+	return netip.Addr{}
 }

@@ -224,3 +224,17 @@ func TestRebuildIsDeterministicAndTheTrueHolderWins(t *testing.T) {
 		t.Errorf("winners over 20 rebuilds of three Services created in one second: %v, want x every time", winners)
 	}
 }
+
+// A replica in a Pod on a Node the CCM has not initialised yet (the first
+// start on a kubeadm cluster: the CCM initialises its own Node) has no
+// POD_IP, as the kubelet knows no address for the Node. Its router ID is
+// then the address it speaks to the routers from.
+func TestRouterIDWithoutPodIPIsTheAddressTowardsThePeers(t *testing.T) {
+	t.Setenv(envPodIP, "")
+	cfg := strings.Replace(followConfig, "bgp: {localASN: 64512, routerID: 10.0.0.254}",
+		"bgp: {localASN: 64512, peers: [{address: 127.0.0.1, asn: 64500}]}", 1)
+	c := newCloud(t, cfg)
+	if got := speakerGlobal(c.net.cfg.BGP).RouterID; got != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("router ID %v, want 127.0.0.1, this host's address towards its peer", got)
+	}
+}
