@@ -64,7 +64,9 @@ func echoPods(t *testing.T, ns, app string) (nodes, ips map[string]string) {
 	}
 	nodes, ips = map[string]string{}, map[string]string{}
 	for _, p := range pods.Items {
-		nodes[p.Name], ips[p.Name] = p.Spec.NodeName, p.Status.PodIP
+		if p.DeletionTimestamp == nil {
+			nodes[p.Name], ips[p.Name] = p.Spec.NodeName, p.Status.PodIP
+		}
 	}
 	return nodes, ips
 }

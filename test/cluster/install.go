@@ -94,9 +94,9 @@ func (l *Lab) apply(name, text string) error {
 
 // InstallPrerequisites applies what the README applies before either way
 // of running the CCM: its rights and the finalizer policy.
-func (l *Lab) InstallPrerequisites(image string) error {
+func (l *Lab) InstallPrerequisites() error {
 	for _, f := range []string{"deploy/rbac.yaml", "deploy/load-balancer-finalizer.yaml"} {
-		text, err := Manifest(f, image)
+		text, err := LabCopy(f, nil, "")
 		if err != nil {
 			return err
 		}
@@ -110,7 +110,7 @@ func (l *Lab) InstallPrerequisites(image string) error {
 // InstallDeployment runs the CCM as the README's kubeadm section does: the
 // cloud config as the ConfigMap, then deploy/deployment.yaml.
 func (l *Lab) InstallDeployment(image string) error {
-	if err := l.InstallPrerequisites(image); err != nil {
+	if err := l.InstallPrerequisites(); err != nil {
 		return err
 	}
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "baremetal-cloud-config"},

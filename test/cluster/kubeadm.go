@@ -31,12 +31,15 @@ conntrack:
   maxPerCore: 0
 `
 
-// kubeletPatch is the node's kubelet configuration for this machine, as
-// kubeadm's --patches applies it: cgroup v1 with cgroupfs under the node's
-// own cgroup root, a resolv.conf of its own, and no eviction or image
-// garbage collection on a small disk (nothing could be pulled back).
-func (n *Node) kubeletPatch() string {
-	return fmt.Sprintf(`failCgroupV1: false
+// kubeletDropIn is the node's kubelet configuration for this machine, a
+// drop-in (--config-dir) over what kubeadm writes, as a site adds its own
+// settings: cgroup v1 with cgroupfs under the node's own cgroup root, a
+// resolv.conf of its own, and no eviction or image garbage collection on
+// a small disk (nothing could be pulled back).
+func (n *Node) kubeletDropIn() string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupRoot: %s
 resolvConf: %s
@@ -65,11 +68,11 @@ func LabCopy(projectFile string, replace [][2]string, appended string) (string, 
 }
 
 func (n *Node) writeKubeadmFiles(name, config string) (string, error) {
-	patches := filepath.Join(n.Dir, "patches")
-	if err := os.MkdirAll(patches, 0o755); err != nil {
+	dropIns := filepath.Join(n.Dir, "kubelet.conf.d")
+	if err := os.MkdirAll(dropIns, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(patches, "kubeletconfiguration+merge.yaml"), []byte(n.kubeletPatch()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dropIns, "50-lab.conf"), []byte(n.kubeletDropIn()), 0o644); err != nil {
 		return "", err
 	}
 	// No DNS server in the lab: pods resolve nothing, and ask no one.
@@ -83,9 +86,11 @@ func (n *Node) writeKubeadmFiles(name, config string) (string, error) {
 // kubeadm runs kubeadm on the node while starting the kubelet as soon as
 // kubeadm has configured it, as systemd would.
 func (n *Node) kubeadm(args ...string) error {
+	done := make(chan struct{})
 	kubeletErr := make(chan error, 1)
-	go func() { kubeletErr <- n.startKubelet() }()
+	go func() { kubeletErr <- n.startKubelet(done) }()
 	out, err := n.Run(append([]string{filepath.Join(framework.ToolsBin(), "kubeadm")}, args...)...)
+	close(done)
 	os.WriteFile(filepath.Join(n.Dir, "kubeadm-"+args[0]+".log"), []byte(out), 0o644)
 	if kerr := <-kubeletErr; kerr != nil && err == nil {
 		err = kerr
@@ -109,7 +114,7 @@ func (l *Lab) kubeadmInit(cp *Node) error {
 	if err != nil {
 		return err
 	}
-	if err := cp.kubeadm("init", "--config", path, "--skip-phases=preflight,addon/coredns", "--patches", filepath.Join(cp.Dir, "patches")); err != nil {
+	if err := cp.kubeadm("init", "--config", path, "--skip-phases=preflight,addon/coredns"); err != nil {
 		return err
 	}
 	if err := l.connect(cp); err != nil {
@@ -145,7 +150,7 @@ func (l *Lab) Join(n *Node) error {
 	if err != nil {
 		return err
 	}
-	if err := n.kubeadm("join", "--config", path, "--skip-phases=preflight", "--patches", filepath.Join(n.Dir, "patches")); err != nil {
+	if err := n.kubeadm("join", "--config", path, "--skip-phases=preflight"); err != nil {
 		return err
 	}
 	go l.writeCNIConfig(n)

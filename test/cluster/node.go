@@ -143,15 +143,23 @@ func (n *Node) Run(args ...string) (string, error) {
 }
 
 // startKubelet runs the kubelet as kubeadm's systemd drop-in does, once
-// kubeadm has written its flags and configuration.
-func (n *Node) startKubelet() error {
+// kubeadm has written its flags and configuration (or not, if kubeadm is
+// done first).
+func (n *Node) startKubelet(kubeadmDone <-chan struct{}) error {
 	flagsFile := n.Path("/var/lib/kubelet/kubeadm-flags.env")
-	if err := waitFor(2*time.Minute, func() bool {
+	written := func() bool {
 		_, e1 := os.Stat(flagsFile)
 		_, e2 := os.Stat(n.Path("/var/lib/kubelet/config.yaml"))
 		return e1 == nil && e2 == nil
-	}); err != nil {
-		return fmt.Errorf("node %s: kubeadm wrote no kubelet flags: %w", n.Name, err)
+	}
+	for !written() {
+		select {
+		case <-kubeadmDone:
+			if !written() {
+				return nil // kubeadm failed before; its error says why
+			}
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	raw, err := os.ReadFile(flagsFile)
 	if err != nil {
@@ -163,7 +171,8 @@ func (n *Node) startKubelet() error {
 	args := []string{framework.ToolsBin() + "/kubelet",
 		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
 		"--kubeconfig=/etc/kubernetes/kubelet.conf",
-		"--config=/var/lib/kubelet/config.yaml"}
+		"--config=/var/lib/kubelet/config.yaml",
+		"--config-dir=" + filepath.Join(n.Dir, "kubelet.conf.d")}
 	args = append(args, strings.Fields(line)...)
 	n.kubelet, err = n.Start("kubelet", args...)
 	return err

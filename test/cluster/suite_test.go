@@ -12,7 +12,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -69,19 +70,16 @@ func upWatching(dir string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := l.Admin.CoreV1().Nodes().Watch(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		l.Stop()
-		return nil, err
-	}
-	go func() {
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*v1.Node); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				firstSeen.LoadOrStore(n.Name, n.DeepCopy())
-			}
+	informers := informers.NewSharedInformerFactory(l.Admin, 0)
+	record := func(obj any) {
+		if n, ok := obj.(*v1.Node); ok {
+			firstSeen.LoadOrStore(n.Name, n.DeepCopy())
 		}
-	}()
-	go func() { <-l.stopping; w.Stop() }()
+	}
+	informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }})
+	informers.Start(l.stopping)
+	informers.WaitForCacheSync(l.stopping)
 	for i := 1; i <= *workers; i++ {
 		if _, err := l.AddWorker(); err != nil {
 			l.Stop()
