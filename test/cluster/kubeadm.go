@@ -154,6 +154,14 @@ func (l *Lab) Join(n *Node) error {
 		return err
 	}
 	go l.writeCNIConfig(n)
+	// kubeadm is done once the kubelet has its credentials; the Node
+	// follows.
+	if err := waitFor(time.Minute, func() bool {
+		_, err := l.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
+		return err == nil
+	}); err != nil {
+		return fmt.Errorf("node %s joined but registered no Node: %w\n%s", n.Name, err, framework.Tail(n.kubelet.Logs(), 20))
+	}
 	return nil
 }
 

@@ -132,11 +132,12 @@ func ready(n *v1.Node) bool {
 // uninitialized taint, no provider ID.
 func registeredUninitialised(t *testing.T, name string) {
 	t.Helper()
-	v, ok := firstSeen.Load(name)
-	if !ok {
-		t.Errorf("Node %s was never seen", name)
-		return
-	}
+	var v any
+	framework.Eventually(t, 10*time.Second, "Node "+name+" seen", func() (bool, string) {
+		var ok bool
+		v, ok = firstSeen.Load(name)
+		return ok, "not yet"
+	})
 	n := v.(*v1.Node)
 	tainted := false
 	for _, taint := range n.Spec.Taints {
