@@ -17,8 +17,8 @@ import (
 // and a private mount and UTS namespace, held by a sleeping process, in
 // which containerd, the kubelet and kubeadm run. The paths the kubelet and
 // kubeadm hard-code are this node's own directories there, and the global
-// sysctls the kubelet writes are files of its own, so nothing on the host
-// changes.
+// sysctls the kubelet writes are files of its own, so no file of the host
+// is written (only the mount points are created where they are missing).
 type Node struct {
 	Name string
 	IP   string // on the lab bridge
