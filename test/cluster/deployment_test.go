@@ -27,12 +27,14 @@ func TestCCMAsADeployment(t *testing.T) {
 	if hops := routerNextHops("10.244.0.0/16"); len(hops) != 0 {
 		t.Errorf("the router has pod routes before the CCM runs: %v", hops)
 	}
+	installed := time.Now()
 	if err := lab.InstallDeployment(ccmImageName); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(lab.RemoveDeployment)
 
 	nodesInitialised(t, nodeNames()...)
+	t.Logf("every Node initialised %s after the install", time.Since(installed).Round(time.Second))
 	// One control-plane node: the second replica, which must not share a
 	// node with the first, waits for another.
 	framework.Eventually(t, time.Minute, "a CCM replica running", func() (bool, string) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -109,6 +110,11 @@ func nodesInitialised(t *testing.T, names ...string) {
 			}
 			if z := n.Labels["topology.kubernetes.io/zone"]; z != "lab-"+name {
 				return false, fmt.Sprintf("%s: zone %q", name, z)
+			}
+			if want := nodeIPs(name); !slices.ContainsFunc(n.Status.Addresses, func(a v1.NodeAddress) bool {
+				return a.Type == v1.NodeInternalIP && len(want) == 1 && a.Address == want[0]
+			}) {
+				return false, fmt.Sprintf("%s: addresses %v, want InternalIP %v from the inventory", name, n.Status.Addresses, want)
 			}
 			if !ready(n) {
 				return false, name + " is not Ready"
