@@ -31,7 +31,11 @@ func TestCCMAsADeployment(t *testing.T) {
 	if err := lab.InstallDeployment(ccmImageName); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(lab.RemoveDeployment)
+	t.Cleanup(func() {
+		if err := lab.RemoveDeployment(); err != nil {
+			t.Error(err)
+		}
+	})
 
 	nodesInitialised(t, nodeNames()...)
 	t.Logf("every Node initialised %s after the install", time.Since(installed).Round(time.Second))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,8 +126,22 @@ func (l *Lab) InstallDeployment(image string) error {
 	return l.apply("deployment.yaml", text)
 }
 
-// RemoveDeployment undoes InstallDeployment's Deployment and ConfigMap.
-func (l *Lab) RemoveDeployment() {
-	l.Kubectl("-n", "kube-system", "delete", "deployment", "baremetal-cloud-controller-manager", "--wait")
+// RemoveDeployment undoes InstallDeployment's Deployment and ConfigMap,
+// and returns once its Pods are gone: a replica still terminating would
+// hold the host's address, port and BGP session that a CCM started next
+// on the node needs.
+func (l *Lab) RemoveDeployment() error {
+	if out, err := l.Kubectl("-n", "kube-system", "delete", "deployment", "baremetal-cloud-controller-manager", "--cascade=foreground", "--wait"); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
 	l.Admin.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "baremetal-cloud-config", metav1.DeleteOptions{})
+	var left int
+	if err := waitFor(2*time.Minute, func() bool {
+		pods, err := l.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=baremetal-cloud-controller-manager"})
+		left = len(pods.Items)
+		return err == nil && left == 0
+	}); err != nil {
+		return fmt.Errorf("%d CCM Pods still there after the Deployment was deleted: %w", left, err)
+	}
+	return nil
 }
