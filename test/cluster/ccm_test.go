@@ -179,9 +179,15 @@ func serviceFor(t *testing.T, ns, name, app string, local bool) string {
 func answers(t *testing.T, vip string, n int) (pods, sources map[string]int) {
 	t.Helper()
 	pods, sources = map[string]int{}, map[string]int{}
-	framework.Eventually(t, time.Minute, "the VIP answers from the client", func() (bool, string) {
-		_, _, err := ask(vip + ":80")
-		return err == nil, fmt.Sprint(err)
+	// Each node's kube-proxy takes up a new VIP on its own time; until it
+	// has, a connection hashed to that node loops back to the router.
+	framework.Eventually(t, time.Minute, "the VIP answers 10 connections in a row", func() (bool, string) {
+		for i := range 10 {
+			if _, _, err := ask(vip + ":80"); err != nil {
+				return false, fmt.Sprintf("connection %d: %v", i+1, err)
+			}
+		}
+		return true, ""
 	})
 	for range n {
 		pod, src, err := ask(vip + ":80")
