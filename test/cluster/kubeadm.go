@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,11 +210,4 @@ func (l *Lab) writeCNIConfig(n *Node) {
   ]}
 `, cidr)
 	os.WriteFile(n.Path("/etc/cni/net.d/10-lab.conflist"), []byte(conf), 0o644)
-}
-
-func copyConn(dst, src net.Conn) {
-	io.Copy(dst, src)
-	if c, ok := dst.(interface{ CloseWrite() error }); ok {
-		c.CloseWrite()
-	}
 }

@@ -212,7 +212,7 @@ func (l *Lab) connect(cp *Node) error {
 		<-l.stopping
 		ln.Close()
 	}()
-	go forward(ln, func() (net.Conn, error) { return l.Router.Dial("tcp", cp.IP+":6443", 10*time.Second) })
+	go framework.Forward(ln, func() (net.Conn, error) { return l.Router.Dial("tcp", cp.IP+":6443", 10*time.Second) })
 	kc, err := clientcmd.LoadFromFile(admin)
 	if err != nil {
 		return err
@@ -223,25 +223,6 @@ func (l *Lab) connect(cp *Node) error {
 	}
 	l.Kubeconfig = filepath.Join(l.Dir, "kubeconfig")
 	return clientcmd.WriteToFile(*kc, l.Kubeconfig)
-}
-
-func forward(ln net.Listener, dial func() (net.Conn, error)) {
-	for {
-		in, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer in.Close()
-			out, err := dial()
-			if err != nil {
-				return
-			}
-			defer out.Close()
-			go func() { copyConn(out, in) }()
-			copyConn(in, out)
-		}()
-	}
 }
 
 // Kubectl runs kubectl against the cluster.

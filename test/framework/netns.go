@@ -123,25 +123,29 @@ func (n *Netns) ForwardInto(target string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	go func() {
-		for {
-			in, err := l.Accept()
+	go Forward(l, func() (net.Conn, error) { return net.DialTimeout("tcp", target, 5*time.Second) })
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Forward accepts connections on l until it is closed and joins each to a
+// connection dial makes.
+func Forward(l net.Listener, dial func() (net.Conn, error)) {
+	for {
+		in, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer in.Close()
+			out, err := dial()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer in.Close()
-				out, err := net.DialTimeout("tcp", target, 5*time.Second)
-				if err != nil {
-					return
-				}
-				defer out.Close()
-				go io.Copy(out, in)
-				io.Copy(in, out)
-			}()
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port, nil
+			defer out.Close()
+			go io.Copy(out, in)
+			io.Copy(in, out)
+		}()
+	}
 }
 
 // FreePortIn is a free loopback TCP port inside the named namespace: a
