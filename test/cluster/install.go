@@ -13,6 +13,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
 // shippedImage is the image name deploy/ ships with; the only thing the
@@ -135,13 +137,14 @@ func (l *Lab) RemoveDeployment() error {
 		return fmt.Errorf("%w: %s", err, out)
 	}
 	l.Admin.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "baremetal-cloud-config", metav1.DeleteOptions{})
-	var left int
-	if err := waitFor(2*time.Minute, func() bool {
+	if err := framework.Poll(2*time.Minute, 200*time.Millisecond, func() (bool, string) {
 		pods, err := l.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=baremetal-cloud-controller-manager"})
-		left = len(pods.Items)
-		return err == nil && left == 0
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d CCM Pods", len(pods.Items))
 	}); err != nil {
-		return fmt.Errorf("%d CCM Pods still there after the Deployment was deleted: %w", left, err)
+		return fmt.Errorf("CCM Pods still there after the Deployment was deleted: %w", err)
 	}
 	return nil
 }

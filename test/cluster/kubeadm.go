@@ -154,9 +154,9 @@ func (l *Lab) Join(n *Node) error {
 	go l.writeCNIConfig(n)
 	// kubeadm is done once the kubelet has its credentials; the Node
 	// follows.
-	if err := waitFor(time.Minute, func() bool {
+	if err := framework.Poll(time.Minute, 200*time.Millisecond, func() (bool, string) {
 		_, err := l.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
-		return err == nil
+		return err == nil, fmt.Sprint(err)
 	}); err != nil {
 		return fmt.Errorf("node %s joined but registered no Node: %w\n%s", n.Name, err, framework.Tail(n.kubelet.Logs(), 20))
 	}
@@ -187,17 +187,17 @@ func caCertHash(path string) (string, error) {
 // the routes the CCM announces.
 func (l *Lab) writeCNIConfig(n *Node) {
 	var cidr string
-	waitFor(5*time.Minute, func() bool {
+	framework.Poll(5*time.Minute, 200*time.Millisecond, func() (bool, string) {
 		select {
 		case <-l.stopping:
-			return true
+			return true, ""
 		default:
 		}
 		node, err := l.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
 		if err == nil {
 			cidr = node.Spec.PodCIDR
 		}
-		return cidr != ""
+		return cidr != "", "no pod CIDR"
 	})
 	if cidr == "" {
 		return

@@ -74,7 +74,10 @@ func (n *Node) start(images []string) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(20*time.Second, func() bool { _, err := os.Stat(filepath.Join(n.Dir, "ready")); return err == nil }); err != nil {
+	if err := framework.Poll(20*time.Second, 200*time.Millisecond, func() (bool, string) {
+		_, err := os.Stat(filepath.Join(n.Dir, "ready"))
+		return err == nil, fmt.Sprint(err)
+	}); err != nil {
 		return fmt.Errorf("node %s: its namespaces: %w\n%s", n.Name, err, n.holder.Logs())
 	}
 	config := filepath.Join(n.Dir, "containerd.toml")
@@ -85,7 +88,10 @@ func (n *Node) start(images []string) error {
 		return err
 	}
 	ctr := []string{framework.ToolsBin() + "/ctr", "--address", "/run/containerd/containerd.sock", "--namespace", "k8s.io"}
-	if err := waitFor(30*time.Second, func() bool { _, err := n.Run(append(ctr, "version")...); return err == nil }); err != nil {
+	if err := framework.Poll(30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		_, err := n.Run(append(ctr, "version")...)
+		return err == nil, fmt.Sprint(err)
+	}); err != nil {
 		return fmt.Errorf("node %s: containerd did not answer: %w\n%s", n.Name, err, framework.Tail(n.containerd.Logs(), 20))
 	}
 	for _, img := range images {
@@ -281,15 +287,4 @@ func killCgroupTree(dir string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	os.Remove(dir)
-}
-
-func waitFor(timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not after %s", timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return nil
 }
