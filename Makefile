@@ -24,7 +24,7 @@ LDFLAGS := -s -w \
 # How long `make test` runs each fuzz target; longer: make fuzz FUZZTIME=10m
 FUZZTIME ?= 10s
 
-.PHONY: all build tools node-tools cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image
+.PHONY: all build tools node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image
 
 all: build
 
@@ -86,6 +86,24 @@ $(IMAGES_DIR)/etcd.tar: $(TOOLS_BIN)/etcd $(IMAGE_TOOL)
 $(IMAGES_DIR)/pause.tar: $(TOOLS_BIN)/pause $(IMAGE_TOOL)
 	@mkdir -p $(IMAGES_DIR)
 	$(IMAGE_TOOL) -binary $< -user 65535:65535 -tag registry.k8s.io/pause:3.10.2 -out $@
+# agnhost, the server and client of upstream's network e2e tests, under
+# the name its e2e.test asks for; they exec sh and curl in it.
+$(IMAGES_DIR)/agnhost.tar: $(TOOLS_BIN)/agnhost $(IMAGE_TOOL)
+	@mkdir -p $(IMAGES_DIR)
+	hack/debian-packages.sh /usr/bin/curl=curl
+	$(IMAGE_TOOL) -binary $< -path /agnhost -user 0:0 -tag registry.k8s.io/e2e-test-images/agnhost:2.66.1 -out $@ -with /bin/sh -with /usr/bin/curl
+
+# Upstream's e2e suite (test/e2e of k8s.io/kubernetes), its ginkgo runner
+# and agnhost, from the module hack/tools pins.
+E2E_TOOLS := $(TOOLS_BIN)/e2e.test $(TOOLS_BIN)/ginkgo $(TOOLS_BIN)/agnhost
+e2e-tools: $(E2E_TOOLS) $(IMAGES_DIR)/agnhost.tar
+
+$(TOOLS_BIN)/ginkgo $(TOOLS_BIN)/agnhost &: hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && CGO_ENABLED=0 $(GO) build -o bin/ github.com/onsi/ginkgo/v2/ginkgo k8s.io/kubernetes/test/images/agnhost
+
+$(TOOLS_BIN)/e2e.test: hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && CGO_ENABLED=0 $(GO) test -c $(TOOLS_LDFLAGS) -o bin/e2e.test k8s.io/kubernetes/test/e2e
+
 $(IMAGES_DIR)/echo.tar: $(TOOLS_BIN)/echo $(IMAGE_TOOL)
 	@mkdir -p $(IMAGES_DIR)
 	$(IMAGE_TOOL) -binary $< -tag baremetal.test/echo:v1 -out $@
@@ -123,8 +141,16 @@ e2e: tools build
 # network namespaces, the CCM run from deploy/ as a Deployment and as a
 # static pod; needs root (installs runc, nftables, CNI plugins).
 CLUSTERFLAGS ?=
-cluster-test: tools node-tools cluster-images
+cluster-test: tools node-tools cluster-images e2e-tools
 	$(GO) test -count=1 -timeout 30m ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
+
+# Upstream's LoadBalancer e2e suite ([Feature:LoadBalancer]) against the
+# lab cluster with the CCM from deploy/, run from the lab's client behind
+# the router; prints ginkgo's summary. Its parts that fit CI's budget run
+# in cluster-test.
+CONFORMANCEFLAGS ?=
+conformance: tools node-tools cluster-images e2e-tools
+	$(GO) run ./test/cluster/lab -workers 3 -conformance $(CONFORMANCEFLAGS)
 
 # The same cluster for a person; Ctrl-C removes it. cluster-down cleans up
 # after one that was killed.

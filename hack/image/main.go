@@ -38,6 +38,7 @@ const (
 // spec is one image.
 type spec struct {
 	binary string   // goes to /usr/local/bin/<its name>, the entrypoint
+	path   string   // or here
 	tag    string   // the image's name
 	user   string   // uid:gid
 	with   []string // host files added at their own paths, with their libraries
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&s.binary, "binary", "bin/baremetal-cloud-controller-manager", "the static binary")
 	flag.StringVar(&s.tag, "tag", "ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager:latest", "the image's name")
 	flag.StringVar(&s.user, "user", nonroot, "the user (uid:gid) that runs the binary")
+	flag.StringVar(&s.path, "path", "", "where the binary goes in the image (default: /usr/local/bin/ and its name)")
 	flag.Var(&with, "with", "a host file to add at its own path with the shared libraries it loads (repeatable)")
 	out := flag.String("out", "bin/baremetal-cloud-controller-manager-image.tar", "the tarball to write")
 	flag.Parse()
@@ -76,6 +78,9 @@ func build(s spec, out string) error {
 		return err
 	}
 	entry := binDir + path.Base(s.binary)
+	if s.path != "" {
+		entry = strings.TrimPrefix(path.Clean(s.path), "/")
+	}
 	files[entry] = bin
 	for _, f := range s.with {
 		if err := addWithLibraries(files, f); err != nil {

@@ -123,6 +123,11 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", "bgp:\n  peers:\n  - {address: 192.0.2.1, asn: 1, holdTime: soon}\n", []string{`bgp.peers[0].holdTime (line 3): "soon" is not a duration`}},
 		{"missing password file", "bgp:\n  localASN: 1\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 2, passwordFile: /nonexistent/pw}\n", []string{"bgp.peers[0].passwordFile: reading the password"}},
 		{"two documents", "inventory: {}\n---\ninventory: {}\n", []string{"more than one YAML document"}},
+		{"health check", "loadBalancer:\n  healthCheck: {path: healthz, interval: 10ms, timeout: 2m, unhealthyThreshold: -1, healthyThreshold: 101}\n",
+			[]string{`loadBalancer.healthCheck.path: "healthz" is not a URL path`, "loadBalancer.healthCheck.interval: 10ms is below the least interval, 100ms",
+				"loadBalancer.healthCheck.timeout: 2m0s is above the greatest timeout, 1m", "loadBalancer.healthCheck.unhealthyThreshold: -1 is not between 1 and 100",
+				"loadBalancer.healthCheck.healthyThreshold: 101 is not between 1 and 100"}},
+		{"health check port", "loadBalancer:\n  healthCheck: {port: 70000}\n", []string{"loadBalancer.healthCheck.port"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,5 +200,27 @@ func TestKeepaliveDefaultsToWholeSeconds(t *testing.T) {
 		if got := cfg.BGP.Peers[0].KeepaliveTime.Duration; got != want {
 			t.Errorf("holdTime %s: keepalive %s, want %s", hold, got, want)
 		}
+	}
+}
+
+// The node health check is on by default and fails a dead node within about
+// 2.5 s: a round at least every interval, each failing probe at most one
+// timeout, unhealthyThreshold of them.
+func TestHealthCheckDefaults(t *testing.T) {
+	cfg, err := Parse([]byte("inventory: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.LoadBalancer.HealthCheck
+	if !h.On() || h.Port != 10256 || h.Path != "/healthz" {
+		t.Errorf("health check %+v, want kube-proxy's /healthz on 10256, on", h)
+	}
+	worst := h.Interval.Duration + time.Duration(h.UnhealthyThreshold)*max(h.Interval.Duration, h.Timeout.Duration)
+	if worst > 3*time.Second || h.HealthyThreshold < 1 {
+		t.Errorf("defaults %+v take a dead node out only after %v", h, worst)
+	}
+	off, err := Parse([]byte("loadBalancer:\n  healthCheck: {enabled: false}\n"))
+	if err != nil || off.LoadBalancer.HealthCheck.On() {
+		t.Errorf("enabled: false: %v, on %v", err, off.LoadBalancer.HealthCheck.On())
 	}
 }

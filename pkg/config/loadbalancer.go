@@ -20,9 +20,28 @@ const (
 
 // LoadBalancer configures the addresses of LoadBalancer Services.
 type LoadBalancer struct {
-	Announce Announce `yaml:"announce"`
-	Pools    []Pool   `yaml:"pools"`
+	Announce    Announce    `yaml:"announce"`
+	Pools       []Pool      `yaml:"pools"`
+	HealthCheck HealthCheck `yaml:"healthCheck"`
 }
+
+// HealthCheck probes kube-proxy's /healthz on every node that may carry a
+// VIP, as a cloud load balancer does; a failing node is no next hop.
+type HealthCheck struct {
+	// Enabled is true unless set to false.
+	Enabled  *bool    `yaml:"enabled"`
+	Port     uint16   `yaml:"port"`
+	Path     string   `yaml:"path"`
+	Interval Duration `yaml:"interval"`
+	Timeout  Duration `yaml:"timeout"`
+	// UnhealthyThreshold consecutive failures take a node out;
+	// HealthyThreshold consecutive successes bring it back.
+	UnhealthyThreshold int `yaml:"unhealthyThreshold"`
+	HealthyThreshold   int `yaml:"healthyThreshold"`
+}
+
+// On reports whether nodes are health-checked (the default).
+func (h HealthCheck) On() bool { return h.Enabled == nil || *h.Enabled }
 
 // Pool is a set of addresses Services may get.
 type Pool struct {

@@ -22,12 +22,43 @@ const (
 	DefaultConnectRetry = 5 * time.Second
 )
 
+// Defaults of the node health check: kube-proxy's healthz, and a dead node
+// out within about 2.5 s (a round every 500 ms, each probe given 1 s, two
+// failures in a row); back after two passes.
+const (
+	DefaultHealthCheckPort     = 10256
+	DefaultHealthCheckPath     = "/healthz"
+	DefaultHealthCheckInterval = 500 * time.Millisecond
+	DefaultHealthCheckTimeout  = time.Second
+	DefaultUnhealthyThreshold  = 2
+	DefaultHealthyThreshold    = 2
+)
+
 func (c *Config) setNetworkDefaults() {
 	if c.Routes != nil && c.Routes.NextHopAddressType == "" {
 		c.Routes.NextHopAddressType = AddressInternalIP
 	}
 	if c.LoadBalancer.Announce == "" {
 		c.LoadBalancer.Announce = AnnounceBGP
+	}
+	h := &c.LoadBalancer.HealthCheck
+	if h.Port == 0 {
+		h.Port = DefaultHealthCheckPort
+	}
+	if h.Path == "" {
+		h.Path = DefaultHealthCheckPath
+	}
+	if h.Interval.Duration == 0 {
+		h.Interval.Duration = DefaultHealthCheckInterval
+	}
+	if h.Timeout.Duration == 0 {
+		h.Timeout.Duration = DefaultHealthCheckTimeout
+	}
+	if h.UnhealthyThreshold == 0 {
+		h.UnhealthyThreshold = DefaultUnhealthyThreshold
+	}
+	if h.HealthyThreshold == 0 {
+		h.HealthyThreshold = DefaultHealthyThreshold
 	}
 	for i := range c.BGP.Peers {
 		p := &c.BGP.Peers[i]
@@ -90,6 +121,7 @@ func (c *Config) validateNetwork(add reporter) {
 	default:
 		add(lp.Child("announce"), "%q is not one of bgp, none", lb.Announce)
 	}
+	validateHealthCheck(add, lp.Child("healthCheck"), lb.HealthCheck)
 	type owned struct {
 		r    AddressRange
 		pool string
@@ -294,4 +326,26 @@ func ParseLargeCommunity(s string) (LargeCommunity, error) {
 		}
 	}
 	return LargeCommunity{}, fmt.Errorf("%q is not a large community ASN:value:value", s)
+}
+
+func validateHealthCheck(add reporter, p *field.Path, h HealthCheck) {
+	if !strings.HasPrefix(h.Path, "/") || strings.ContainsAny(h.Path, " \t\r\n?#") {
+		add(p.Child("path"), "%q is not a URL path (it starts with / and has no spaces, ? or #)", h.Path)
+	}
+	if h.Interval.Duration < 100*time.Millisecond {
+		add(p.Child("interval"), "%v is below the least interval, 100ms", h.Interval.Duration)
+	}
+	if h.Timeout.Duration < 10*time.Millisecond {
+		add(p.Child("timeout"), "%v is below the least timeout, 10ms", h.Timeout.Duration)
+	} else if h.Timeout.Duration > time.Minute {
+		add(p.Child("timeout"), "%v is above the greatest timeout, 1m", h.Timeout.Duration)
+	}
+	for _, t := range []struct {
+		name string
+		v    int
+	}{{"unhealthyThreshold", h.UnhealthyThreshold}, {"healthyThreshold", h.HealthyThreshold}} {
+		if t.v < 1 || t.v > 100 {
+			add(p.Child(t.name), "%d is not between 1 and 100", t.v)
+		}
+	}
 }

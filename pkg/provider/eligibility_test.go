@@ -52,14 +52,19 @@ func kubeletNode(name, addr string, ready, init bool) *v1.Node {
 // withNodes gives the cloud's network a Node lister holding nodes.
 func withNodes(t *testing.T, c *Cloud, nodes ...*v1.Node) {
 	t.Helper()
+	c.net.nodes = nodeLister(t, nodes...)
+	close(c.net.ready)
+}
+
+func nodeLister(t *testing.T, nodes ...*v1.Node) corelisters.NodeLister {
+	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, n := range nodes {
 		if err := idx.Add(n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.net.nodes = corelisters.NewNodeLister(idx)
-	close(c.net.ready)
+	return corelisters.NewNodeLister(idx)
 }
 
 func clusterNodes() []*v1.Node {

@@ -29,7 +29,7 @@ var (
 
 func configLoaded(ok bool) {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops)
+		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing)
 	})
 	if ok {
 		configReloads.WithLabelValues("success").Inc()
@@ -63,6 +63,24 @@ var (
 		Subsystem:      "baremetal_load_balancer",
 		Name:           "vips_without_next_hops",
 		Help:           "VIPs in Service status that are not announced, as no eligible node can carry them (none of their family, or for externalTrafficPolicy Local none with a ready endpoint).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	healthProbes = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_health_check",
+		Name:           "probes_total",
+		Help:           "Probes of the nodes' kube-proxy health check, by result (success or failure).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	healthNodesOut = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_health_check",
+		Name:           "nodes_out",
+		Help:           "Ready nodes that are no load-balancer next hop because they fail their health checks (or a new node that has not passed them yet).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	healthAllFailing = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_health_check",
+		Name:           "all_failing",
+		Help:           "1 while every serving node fails its health checks at once and the last good next hops are kept (the prober is likely cut off), else 0.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	announcedPaths = metrics.NewGauge(&metrics.GaugeOpts{

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/health"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/ipam"
 )
@@ -75,10 +76,14 @@ type network struct {
 	vipAttrs map[netip.Addr]bgp.Attributes
 	outside  map[netip.Addr]bool
 	stranded map[netip.Addr]bool
+
+	// health probes the nodes; held is set while every node fails at once.
+	health *health.Checker
+	held   bool
 }
 
 func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
-	return &network{
+	n := &network{
 		cfg:      cfg,
 		inv:      inv,
 		alloc:    ipam.New(cfg.LoadBalancer.Pools),
@@ -94,7 +99,10 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 		stranded: map[netip.Addr]bool{},
 
 		podEventf: func(string, string, string, ...any) {},
+		health:    health.New(healthSettings(cfg.LoadBalancer.HealthCheck), nil),
 	}
+	n.health.OnRound = n.healthRound
+	return n
 }
 
 var _ cloudprovider.InformerUser = &Cloud{}
@@ -322,6 +330,7 @@ func (n *network) derive(leading bool) {
 func (n *network) reload(ctx context.Context, cfg *config.Config, inv *inventory.Inventory) {
 	n.mu.Lock()
 	n.cfg, n.inv = cfg, inv
+	n.health.SetSettings(healthSettings(cfg.LoadBalancer.HealthCheck))
 	n.warnOutsidePools(n.alloc.SetPools(cfg.LoadBalancer.Pools))
 	n.mu.Unlock()
 	n.setPeers(ctx)
@@ -429,7 +438,7 @@ func (n *network) desiredPaths() []bgp.Announcement {
 	for _, p := range n.cfg.LoadBalancer.Pools {
 		attrs[p.Name] = attributesOf(p.BGP)
 	}
-	ready := n.readyNodes()
+	ready := n.healthy(n.readyNodes())
 	all := byFamily(n.nextHops(nil, ready))
 	seen := map[netip.Addr]bool{}
 	unannounced := 0

@@ -114,6 +114,7 @@ func (n *network) startSpeaker(ctx context.Context, b config.BGP) *bgp.Speaker {
 	n.setPeers(ctx)
 	go n.convergeLoop(ctx)
 	go n.rereadPasswords(ctx)
+	go n.health.Run(ctx)
 	return speaker
 }
 

@@ -30,6 +30,8 @@ const siteConfig = `
 inventory:
   unlistedNodes: allow
 loadBalancer:
+  # The nodes' addresses are not on this machine: nothing may dial them.
+  healthCheck: {enabled: false}
   pools:
   - name: public
     addresses: [192.0.2.0/28]

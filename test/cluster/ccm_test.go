@@ -73,13 +73,16 @@ func echoPods(t *testing.T, ns, app string) (nodes, ips map[string]string) {
 
 // ask connects from the client's namespace, behind the router, and reads
 // the server's line: the pod that answered and the address it saw.
-func ask(addr string) (pod, source string, err error) {
-	c, err := lab.Client.Dial("tcp", addr, 3*time.Second)
+func ask(addr string) (pod, source string, err error) { return askWithin(addr, 3*time.Second) }
+
+// askWithin is ask with a timeout for the connection and the answer.
+func askWithin(addr string, timeout time.Duration) (pod, source string, err error) {
+	c, err := lab.Client.Dial("tcp", addr, timeout)
 	if err != nil {
 		return "", "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Second))
+	c.SetDeadline(time.Now().Add(timeout))
 	buf := make([]byte, 256)
 	n, err := c.Read(buf)
 	if err != nil {

@@ -145,6 +145,8 @@ func TestCCMAsADeployment(t *testing.T) {
 		scale(t, ns, "echo", int32(len(workerNames())))
 	})
 
+	t.Run("a failed node leaves the VIP's next hops within 3 s", func(t *testing.T) { healthCheckedNextHops(t, ns) })
+
 	t.Run("a node whose kubelet stops stops being a next hop", func(t *testing.T) {
 		framework.PatchService(t, lab.Admin, ns, "echo-cluster", `{"spec":{"externalTrafficPolicy":"Cluster"}}`)
 		vip := framework.Ingress(t, lab.Admin, ns, "echo-cluster")[0]

@@ -219,6 +219,30 @@ func TestDataPath(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		// A node whose kube-proxy stops answering its health check is no
+		// next hop within seconds, long before its Node would turn
+		// NotReady; it is one again once it answers.
+		c := net1.nodes[2]
+		c.stopHealthz()
+		stopped := time.Now()
+		framework.Eventually(t, 60*time.Second, "the router has the VIP via n1 and n2 only", func() (bool, string) {
+			out, _ := net1.frr.Routes("-4")
+			r := routeLines(out, vip)
+			return strings.Count(r, "nexthop via") == 2 && !strings.Contains(r, c.ip), out
+		})
+		withdrawn := time.Since(stopped)
+		t.Logf("n3's health check stopped answering: the router's route to the VIP left it after %v", withdrawn.Round(10*time.Millisecond))
+		if withdrawn > 3*time.Second {
+			t.Errorf("n3 left the router's route %v after its health check stopped answering, want within 3 s", withdrawn)
+		}
+		if err := c.startHealthz(); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, 30*time.Second, "the router has the VIP via all three nodes again", func() (bool, string) {
+			out, _ := net1.frr.Routes("-4")
+			return strings.Count(routeLines(out, vip), "nexthop via") == 3, out
+		})
+
 		// A NotReady node and a deleted one stop being next hops; the VIP
 		// keeps answering.
 		setReady(t, "n1", false)

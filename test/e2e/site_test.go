@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -40,6 +41,35 @@ type node struct {
 	ip     string // on the fabric
 	podNet string // pod CIDR
 	podIP  string // a "pod" address in it
+	// healthz stands in for the node's kube-proxy health check.
+	healthz *http.Server
+}
+
+// healthzPort is kube-proxy's health check port, which the CCM probes.
+const healthzPort = "10256"
+
+// startHealthz answers the CCM's health checks on the node, as its
+// kube-proxy would: 200 on /healthz.
+func (n *node) startHealthz() error {
+	l, err := n.ns.Listen("tcp", n.ip+":"+healthzPort)
+	if err != nil {
+		return fmt.Errorf("listening for health checks in %s: %w", n.name, err)
+	}
+	n.healthz = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+		}
+	})}
+	go n.healthz.Serve(l)
+	return nil
+}
+
+// stopHealthz stops answering, as a node whose kube-proxy stopped.
+func (n *node) stopHealthz() {
+	if n.healthz != nil {
+		n.healthz.Close()
+		n.healthz = nil
+	}
 }
 
 // host is a control-plane host a CCM replica runs on.
@@ -144,6 +174,13 @@ func buildSite(apiServer string) (_ *site, err error) {
 	if _, err := s.hosts[1].ns.IP("route", "add", routerIP+"/32", "via", "10.250.255.5"); err != nil {
 		return nil, err
 	}
+	// Both reach the nodes through the router, as the CCM probes their
+	// health checks.
+	for i, via := range []string{routerIP, "10.250.255.5"} {
+		if _, err := s.hosts[i].ns.IP("route", "add", "10.250.0.0/24", "via", via); err != nil {
+			return nil, err
+		}
+	}
 	if err := framework.Veth(s.router, "to-client", "10.250.254.1/24", s.client, "eth0", clientIP+"/24"); err != nil {
 		return nil, err
 	}
@@ -172,6 +209,9 @@ func buildSite(apiServer string) (_ *site, err error) {
 			if _, err := n.ns.IP(st...); err != nil {
 				return nil, err
 			}
+		}
+		if err := n.startHealthz(); err != nil {
+			return nil, err
 		}
 		s.nodes = append(s.nodes, n)
 	}
@@ -203,6 +243,9 @@ func (s *site) teardown() {
 	if s.gobgpd != nil {
 		s.gobgpd.Stop()
 	}
+	for _, n := range s.nodes {
+		n.stopHealthz()
+	}
 	for _, ns := range s.namespace {
 		ns.Delete()
 	}
@@ -220,8 +263,12 @@ func (s *site) cloudConfig(machines ...*node) string {
 	for _, n := range append(slices.Clone(s.nodes), machines...) {
 		fmt.Fprintf(&b, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
 	}
-	fmt.Fprintf(&b, `loadBalancer:
-  pools:
+	b.WriteString("loadBalancer:\n")
+	if len(machines) > 0 {
+		// The extra machines are API objects only: nothing answers there.
+		b.WriteString("  healthCheck: {enabled: false}\n")
+	}
+	fmt.Fprintf(&b, `  pools:
   - name: site
     addresses: [%s]
     avoidBuggyIPs: true

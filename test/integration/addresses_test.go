@@ -149,6 +149,8 @@ inventory:
   - name: v4only-1
     addresses: [{type: InternalIP, address: 203.0.113.71}]
 loadBalancer:
+  # The nodes' addresses are not on this machine: nothing may dial them.
+  healthCheck: {enabled: false}
   pools:
   - name: six
     addresses: ["2001:db8:beef::/124"]

@@ -27,6 +27,8 @@ const lbConfig = `
 inventory:
   unlistedNodes: allow
 loadBalancer:
+  # The nodes' addresses are not on this machine: nothing may dial them.
+  healthCheck: {enabled: false}
   pools:
   - name: public
     addresses: [192.0.2.0/28, "2001:db8:cafe::/124"]

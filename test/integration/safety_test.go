@@ -174,6 +174,8 @@ inventory:
     addresses: [{type: InternalIP, address: 203.0.113.42}]
 `
 	rest := `loadBalancer:
+  # The nodes' addresses are not on this machine: nothing may dial them.
+  healthCheck: {enabled: false}
   pools:
   - name: public
     addresses: [192.0.2.0/28]

@@ -1,7 +1,8 @@
 // Command lab brings up the real-cluster tests' cluster for a person, with
 // the CCM installed as the Deployment, prints how to use it, and removes
 // it all on Ctrl-C (make cluster; make cluster-down cleans up after a lab
-// that was killed).
+// that was killed). With -conformance it runs upstream's LoadBalancer e2e
+// suite on it instead and removes it (make conformance).
 package main
 
 import (
@@ -20,10 +21,19 @@ import (
 func main() {
 	workers := flag.Int("workers", 2, "worker nodes")
 	down := flag.Bool("down", false, "only remove what a killed lab left behind")
+	conformance := flag.Bool("conformance", false, "run upstream's LoadBalancer e2e suite, then remove the lab")
+	focus := flag.String("focus", cluster.LoadBalancerSuite, "with -conformance, the specs to run (a ginkgo focus)")
 	flag.Parse()
 	if *down {
 		cluster.Down()
 		os.RemoveAll(dir)
+		return
+	}
+	if *conformance {
+		if err := runSuite(*workers, *focus); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if err := run(*workers); err != nil {
@@ -35,25 +45,52 @@ func main() {
 // dir is the lab's files, at one place so that make cluster-down finds them.
 var dir = filepath.Join(os.TempDir(), "baremetal-lab")
 
-func run(workers int) error {
+// up brings the lab up with the CCM installed as the Deployment.
+func up(workers int) (*cluster.Lab, error) {
 	image := filepath.Join(framework.RepoRoot(), "bin", "baremetal-cloud-controller-manager-image.tar")
 	name, err := cluster.ImageName(image)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	start := time.Now()
 	l, err := cluster.Up(dir, workers, image)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.InstallDeployment(name); err != nil {
+		l.Stop()
+		return nil, err
+	}
+	return l, nil
+}
+
+// runSuite runs upstream's e2e specs matching focus on a new lab; the
+// JUnit report stays in the lab's directory.
+func runSuite(workers int, focus string) error {
+	start := time.Now()
+	l, err := up(workers)
 	if err != nil {
 		return err
 	}
 	defer l.Stop()
-	if err := l.InstallDeployment(name); err != nil {
+	fmt.Printf("lab up in %s: %d nodes; running upstream's e2e.test, focus %q\n", time.Since(start).Round(time.Second), len(l.Nodes), focus)
+	start = time.Now()
+	report := filepath.Join(dir, "e2e")
+	err = l.RunE2E(focus, report, 3*time.Hour, os.Stdout)
+	fmt.Printf("e2e.test ran %s; JUnit report: %s\n", time.Since(start).Round(time.Second), filepath.Join(report, "junit.xml"))
+	return err
+}
+
+func run(workers int) error {
+	start := time.Now()
+	l, err := up(workers)
+	if err != nil {
 		return err
 	}
+	defer l.Stop()
 	fmt.Printf(`The lab cluster is up (%s): %d nodes, the CCM installed from deploy/ as a Deployment.
 
   export KUBECONFIG=%s

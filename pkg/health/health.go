@@ -1,0 +1,300 @@
+// Package health probes the nodes a load balancer sends to, as a cloud load
+// balancer does (KEP-3836): kube-proxy's /healthz on every node, in rounds,
+// with thresholds, and tells which nodes may carry traffic.
+//
+// It is a pure package: it knows nodes by name and address, nothing of
+// Kubernetes API objects.
+package health
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Settings say how nodes are probed.
+type Settings struct {
+	Port     uint16
+	Path     string
+	Interval time.Duration
+	Timeout  time.Duration
+	// Unhealthy consecutive failures take a serving node out; Healthy
+	// consecutive successes put a node in.
+	Unhealthy, Healthy int
+}
+
+// Target is a node to probe, at one of its addresses.
+type Target struct {
+	Name string
+	Addr netip.Addr
+}
+
+// Probe checks one target; nil means healthy.
+type Probe func(ctx context.Context, t Target) error
+
+// Change is a node put in or taken out of service by a round.
+type Change struct {
+	Name    string
+	Serving bool
+	// Err is the last failure, for a node taken out.
+	Err error
+}
+
+// Round is what one round of probes found.
+type Round struct {
+	Probes, Failed int
+	Changes        []Change
+	// Held are the serving nodes that all failed at once and are kept in
+	// service: a prober cut off from every node must not withdraw them all.
+	// Nil when nothing is held.
+	Held []string
+	// Errs are the failures of the held nodes, by name.
+	Errs map[string]error
+}
+
+// Checker probes its targets in rounds until its context ends.
+type Checker struct {
+	probe Probe
+	// OnRound, if set, is called after every round, from the probing
+	// goroutine.
+	OnRound func(Round)
+
+	mu       sync.Mutex
+	settings Settings
+	targets  map[string]*state
+	// probed is set once a round has completed: until then every target
+	// serves, so a restarted CCM withdraws nothing before it has looked.
+	probed bool
+	// wake starts a round at once (new targets, new settings).
+	wake chan struct{}
+}
+
+type state struct {
+	addr       netip.Addr
+	serving    bool
+	fails, oks int
+	lastErr    error
+}
+
+// New returns a Checker that probes with HTTP GET (see HTTPProbe) unless
+// probe is given.
+func New(s Settings, probe Probe) *Checker {
+	c := &Checker{settings: s, targets: map[string]*state{}, wake: make(chan struct{}, 1)}
+	c.probe = probe
+	if probe == nil {
+		c.probe = c.httpProbe
+	}
+	return c
+}
+
+// SetSettings changes how nodes are probed; their states stay.
+func (c *Checker) SetSettings(s Settings) {
+	c.mu.Lock()
+	c.settings = s
+	c.mu.Unlock()
+	c.kick()
+}
+
+// SetTargets sets the nodes to probe. A node new to the checker serves at
+// once only before the first round; after it, it must pass Healthy probes
+// first, as an instance added to a cloud load balancer does. No targets
+// start it over: the next first ones serve until a round has looked.
+func (c *Checker) SetTargets(ts []Target) {
+	c.mu.Lock()
+	if len(ts) == 0 {
+		c.probed = false
+	}
+	added := false
+	keep := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		keep[t.Name] = true
+		if st, ok := c.targets[t.Name]; ok {
+			st.addr = t.Addr
+			continue
+		}
+		c.targets[t.Name] = &state{addr: t.Addr, serving: !c.probed}
+		added = true
+	}
+	for name := range c.targets {
+		if !keep[name] {
+			delete(c.targets, name)
+		}
+	}
+	c.mu.Unlock()
+	if added {
+		c.kick()
+	}
+}
+
+// Serving reports whether a node may carry traffic: a target in service,
+// or a node the checker does not probe.
+func (c *Checker) Serving(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.targets[name]
+	return !ok || st.serving
+}
+
+// NotServing counts the targets out of service.
+func (c *Checker) NotServing() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := 0
+	for _, st := range c.targets {
+		if !st.serving {
+			out++
+		}
+	}
+	return out
+}
+
+func (c *Checker) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run probes in rounds until ctx ends: a round starts Interval after the
+// last one started, or when it ends if it took longer, or at once when a
+// target is added.
+func (c *Checker) Run(ctx context.Context) {
+	for {
+		start := time.Now()
+		r := c.round(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if c.OnRound != nil {
+			c.OnRound(r)
+		}
+		c.mu.Lock()
+		wait := c.settings.Interval - time.Since(start)
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// round probes every target at once and applies the results together, so
+// that nodes failing at once are judged together.
+func (c *Checker) round(ctx context.Context) Round {
+	c.mu.Lock()
+	timeout := c.settings.Timeout
+	targets := make([]Target, 0, len(c.targets))
+	for name, st := range c.targets {
+		targets = append(targets, Target{Name: name, Addr: st.addr})
+	}
+	c.mu.Unlock()
+
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			errs[i] = c.probe(pctx, t)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return Round{}
+	}
+	return c.apply(targets, errs)
+}
+
+// apply counts a round's results into the targets' states. Callers must
+// not hold c.mu.
+func (c *Checker) apply(targets []Target, errs []error) Round {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := Round{Probes: len(targets)}
+	var out []string
+	servingBefore := 0
+	for _, st := range c.targets {
+		if st.serving {
+			servingBefore++
+		}
+	}
+	for i, t := range targets {
+		st, ok := c.targets[t.Name]
+		if !ok || st.addr != t.Addr { // removed or moved while probed
+			continue
+		}
+		if err := errs[i]; err != nil {
+			r.Failed++
+			st.fails, st.oks, st.lastErr = st.fails+1, 0, err
+			if st.serving && st.fails >= c.settings.Unhealthy {
+				out = append(out, t.Name)
+			}
+			continue
+		}
+		st.fails, st.oks, st.lastErr = 0, st.oks+1, nil
+		if !st.serving && st.oks >= c.settings.Healthy {
+			st.serving = true
+			r.Changes = append(r.Changes, Change{Name: t.Name, Serving: true})
+		}
+	}
+	c.probed = true
+	servingAfter := servingBefore + len(r.Changes) - len(out)
+	if len(out) > 0 && servingAfter == 0 {
+		// Every serving node failed at once: more likely the prober is cut
+		// off than all nodes dead. Keep them; the next round judges again.
+		slices.Sort(out)
+		r.Held = out
+		r.Errs = map[string]error{}
+		for _, name := range out {
+			r.Errs[name] = c.targets[name].lastErr
+		}
+		return r
+	}
+	for _, name := range out {
+		st := c.targets[name]
+		st.serving = false
+		r.Changes = append(r.Changes, Change{Name: name, Err: st.lastErr})
+	}
+	slices.SortFunc(r.Changes, func(a, b Change) int { return strings.Compare(a.Name, b.Name) })
+	return r
+}
+
+// URL is where a target is probed.
+func (s Settings) URL(addr netip.Addr) string {
+	return "http://" + net.JoinHostPort(addr.String(), strconv.Itoa(int(s.Port))) + s.Path
+}
+
+// client probes on a fresh connection every time, as a load balancer's
+// health check does: a connection kept from before a node froze would
+// say nothing of whether a new one can be made.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+
+func (c *Checker) httpProbe(ctx context.Context, t Target) error {
+	c.mu.Lock()
+	url := c.settings.URL(t.Addr)
+	c.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}

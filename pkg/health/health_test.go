@@ -1,0 +1,226 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var settings = Settings{Port: 10256, Path: "/healthz", Interval: time.Second, Timeout: time.Second, Unhealthy: 2, Healthy: 2}
+
+func targets(names ...string) []Target {
+	var out []Target
+	for i, n := range names {
+		out = append(out, Target{Name: n, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})})
+	}
+	return out
+}
+
+// roundOf applies one round in which the named nodes fail.
+func roundOf(c *Checker, failing string) Round {
+	c.mu.Lock()
+	var ts []Target
+	for name, st := range c.targets {
+		ts = append(ts, Target{Name: name, Addr: st.addr})
+	}
+	c.mu.Unlock()
+	errs := make([]error, len(ts))
+	for i, t := range ts {
+		if strings.Contains(" "+failing+" ", " "+t.Name+" ") {
+			errs[i] = errors.New("refused")
+		}
+	}
+	return c.apply(ts, errs)
+}
+
+// serving names the targets in service.
+func serving(c *Checker, names ...string) string {
+	var out []string
+	for _, n := range names {
+		c.mu.Lock()
+		_, target := c.targets[n]
+		c.mu.Unlock()
+		if target && c.Serving(n) {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func TestRounds(t *testing.T) {
+	nodes := []string{"a", "b", "c"}
+	for _, tc := range []struct {
+		name string
+		// rounds name the failing nodes of each round; "+d" before a round
+		// adds node d as a target.
+		rounds  []string
+		serving string
+		held    string
+	}{
+		{name: "all serve before the first round", rounds: nil, serving: "a b c"},
+		{name: "one failure is not enough", rounds: []string{"a"}, serving: "a b c"},
+		{name: "two failures in a row take a node out", rounds: []string{"a", "a"}, serving: "b c"},
+		{name: "failures not in a row do not", rounds: []string{"a", "", "a"}, serving: "a b c"},
+		{name: "one success is not enough to come back", rounds: []string{"a", "a", ""}, serving: "b c"},
+		{name: "two successes bring it back", rounds: []string{"a", "a", "", ""}, serving: "a b c"},
+		{name: "all failing at once are held", rounds: []string{"a b c", "a b c"}, serving: "a b c", held: "a b c"},
+		{name: "the last good set is held", rounds: []string{"a", "a", "a b c", "a b c"}, serving: "b c", held: "b c"},
+		{name: "held nodes go once another passes", rounds: []string{"a b c", "a b c", "b c"}, serving: "a", held: ""},
+		{name: "a node added after a round must pass first", rounds: []string{"", "+d", ""}, serving: "a b c"},
+		{name: "then serves", rounds: []string{"", "+d", "", ""}, serving: "a b c d"},
+		{name: "a failing new node never serves", rounds: []string{"", "+d", "d", "d"}, serving: "a b c"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(settings, nil)
+			c.SetTargets(targets(nodes...))
+			var last Round
+			for _, r := range tc.rounds {
+				if strings.HasPrefix(r, "+") {
+					c.SetTargets(targets(append(slices.Clone(nodes), r[1:])...))
+					continue
+				}
+				last = roundOf(c, r)
+			}
+			if got := serving(c, "a", "b", "c", "d"); got != tc.serving {
+				t.Errorf("serving %q, want %q", got, tc.serving)
+			}
+			if got := strings.Join(last.Held, " "); got != tc.held {
+				t.Errorf("held %q, want %q", got, tc.held)
+			}
+		})
+	}
+}
+
+func TestRoundReportsChanges(t *testing.T) {
+	c := New(settings, nil)
+	c.SetTargets(targets("a", "b"))
+	roundOf(c, "b")
+	r := roundOf(c, "b")
+	if len(r.Changes) != 1 || r.Changes[0].Name != "b" || r.Changes[0].Serving || r.Changes[0].Err == nil {
+		t.Fatalf("changes %+v, want b out with its error", r.Changes)
+	}
+	if r.Probes != 2 || r.Failed != 1 {
+		t.Errorf("probes %d failed %d, want 2 and 1", r.Probes, r.Failed)
+	}
+	roundOf(c, "")
+	if r := roundOf(c, ""); len(r.Changes) != 1 || !r.Changes[0].Serving {
+		t.Errorf("changes %+v, want b back", r.Changes)
+	}
+}
+
+func TestRemovedTargetIsNotProbedAndServes(t *testing.T) {
+	c := New(settings, nil)
+	c.SetTargets(targets("a", "b"))
+	roundOf(c, "b")
+	roundOf(c, "b")
+	c.SetTargets(targets("a"))
+	if !c.Serving("b") {
+		t.Error("a node the checker no longer probes must not be held out by it")
+	}
+	if r := roundOf(c, ""); r.Probes != 1 {
+		t.Errorf("probed %d targets, want 1", r.Probes)
+	}
+}
+
+// TestHTTPProbe probes real servers on loopback: only a 200 is healthy; a
+// node that accepts the connection but never answers (a stopped
+// kube-proxy) fails within the timeout.
+func TestHTTPProbe(t *testing.T) {
+	handlers := map[string]http.HandlerFunc{
+		"ok":       func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) },
+		"draining": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+		"frozen":   func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+	}
+	for name, h := range handlers {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			err := probeAt(t, srv.Listener.Addr().String())
+			if (err == nil) != (name == "ok") {
+				t.Errorf("probe: %v", err)
+			}
+		})
+	}
+	t.Run("nothing listening", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if err := probeAt(t, addr); err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("probe: %v, want connection refused", err)
+		}
+	})
+}
+
+func probeAt(t *testing.T, hostport string) error {
+	t.Helper()
+	ap := netip.MustParseAddrPort(hostport)
+	s := settings
+	s.Port, s.Timeout = ap.Port(), 200*time.Millisecond
+	c := New(s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := c.probe(ctx, Target{Name: "n", Addr: ap.Addr()})
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the probe took %v, beyond its timeout", d)
+	}
+	return err
+}
+
+// TestRunTakesOutAStoppedNode runs rounds against two nodes on loopback
+// addresses (127.0.0.1 and 127.0.0.2, one port) and stops one.
+func TestRunTakesOutAStoppedNode(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	la, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := netip.MustParseAddrPort(la.Addr().String()).Port()
+	lb, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(int(port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := &http.Server{Handler: ok}, &http.Server{Handler: ok}
+	go a.Serve(la)
+	go b.Serve(lb)
+	defer a.Close()
+
+	c := New(Settings{Port: port, Path: "/healthz", Interval: 10 * time.Millisecond, Timeout: 200 * time.Millisecond, Unhealthy: 2, Healthy: 2}, nil)
+	rounds := make(chan Round, 100)
+	c.OnRound = func(r Round) {
+		select {
+		case rounds <- r:
+		default:
+		}
+	}
+	c.SetTargets([]Target{{Name: "a", Addr: netip.MustParseAddr("127.0.0.1")}, {Name: "b", Addr: netip.MustParseAddr("127.0.0.2")}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	if r := <-rounds; r.Failed != 0 {
+		t.Fatalf("first round: %+v", r)
+	}
+	b.Close()
+	deadline := time.After(10 * time.Second)
+	for c.Serving("b") {
+		select {
+		case <-rounds:
+		case <-deadline:
+			t.Fatal("b still serving 10 s after its server stopped")
+		}
+	}
+	if !c.Serving("a") {
+		t.Error("a was taken out with b")
+	}
+}

@@ -1,0 +1,165 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/health"
+)
+
+const healthConfig = `
+inventory:
+  machines:
+  - name: a
+    addresses: [{type: InternalIP, address: 10.0.0.1}]
+  - name: b
+    addresses: [{type: InternalIP, address: 10.0.0.2}]
+  - name: new
+    addresses: [{type: InternalIP, address: 10.0.0.3}]
+loadBalancer:
+  pools:
+  - {name: site, addresses: [10.1.0.0/24]}
+  healthCheck: %s
+bgp: {localASN: 64512, routerID: 10.0.0.254}
+`
+
+// healthCloud is a standby announcing one VIP via nodes a and b, whose
+// probes fail for the nodes in the returned set.
+func healthCloud(t *testing.T, healthCheck string) (*Cloud, func(nodes ...string), *events) {
+	t.Helper()
+	c := newCloud(t, fmt.Sprintf(healthConfig, healthCheck))
+	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true), kubeletNode("b", "10.0.0.2", true, true))
+	withServices(t, c, lbWithStatus("web", time.Now(), "10.1.0.1"))
+	c.net.mu.Lock()
+	c.net.derive(false)
+	c.net.mu.Unlock()
+	var mu sync.Mutex
+	failing := map[string]bool{}
+	setFailing := func(nodes ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		clear(failing)
+		for _, n := range nodes {
+			failing[n] = true
+		}
+	}
+	c.net.health = health.New(healthSettings(c.net.cfg.LoadBalancer.HealthCheck), func(_ context.Context, tg health.Target) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing[tg.Name] {
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	c.net.health.OnRound = c.net.healthRound
+	ev := &events{}
+	c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
+		ev.add(ref.Kind + " " + ref.Name + " " + reason + ": " + fmt.Sprintf(format, args...))
+	}
+	c.net.podEventf = func(_, reason, format string, args ...any) {
+		ev.add("Pod " + reason + ": " + fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	announcedVIPs(c) // the targets, before the first round
+	go c.net.health.Run(ctx)
+	return c, setFailing, ev
+}
+
+type events struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (e *events) add(s string) { e.mu.Lock(); e.all = append(e.all, s); e.mu.Unlock() }
+func (e *events) has(prefix string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.ContainsFunc(e.all, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
+// eventually waits for the VIP to be announced via want.
+func announcedVia(t *testing.T, c *Cloud, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := announcedVIPs(c)
+		if len(got) == 1 && got[0] == "10.1.0.1 via "+want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("announced %q, want 10.1.0.1 via %s", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestNodeFailingHealthChecksIsNoNextHop(t *testing.T) {
+	c, fail, ev := healthCloud(t, "{interval: 100ms}")
+	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
+
+	fail("b")
+	announcedVia(t, c, "[10.0.0.1]")
+	if !ev.has("Node b HealthCheckFailing: kube-proxy's health check fails (connection refused)") {
+		t.Errorf("no HealthCheckFailing Event on Node b: %q", ev.all)
+	}
+	fail()
+	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
+	if !ev.has("Node b HealthCheckPassing") {
+		t.Errorf("no HealthCheckPassing Event on Node b: %q", ev.all)
+	}
+}
+
+// A prober cut off from every node sees them all fail at once: the last
+// good next hops stay, and the CCM's Pod says why.
+func TestAllNodesFailingKeepsTheLastGoodSet(t *testing.T) {
+	c, fail, ev := healthCloud(t, "{interval: 100ms}")
+	fail("a")
+	announcedVia(t, c, "[10.0.0.2]")
+	fail("a", "b")
+	deadline := time.Now().Add(5 * time.Second)
+	for !ev.has("Pod HealthChecksAllFailing") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no HealthChecksAllFailing Event: %q", ev.all)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // rounds go on failing
+	announcedVia(t, c, "[10.0.0.2]")
+	fail("b")
+	announcedVia(t, c, "[10.0.0.1]")
+}
+
+// Off, nothing is probed and Ready nodes are next hops as before.
+func TestHealthChecksOff(t *testing.T) {
+	c, fail, _ := healthCloud(t, "{enabled: false, interval: 100ms}")
+	fail("b")
+	time.Sleep(300 * time.Millisecond)
+	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
+	if n := c.net.health.NotServing(); n != 0 {
+		t.Errorf("%d nodes out with health checks off", n)
+	}
+}
+
+// A node that turns Ready after the checker has looked carries traffic only
+// once it passes, as an instance added to a cloud load balancer.
+func TestNewNodeServesOnlyOncePassing(t *testing.T) {
+	c, fail, _ := healthCloud(t, "{interval: 100ms}")
+	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
+	fail("new")
+	c.net.mu.Lock()
+	c.net.nodes = nodeLister(t, kubeletNode("a", "10.0.0.1", true, true), kubeletNode("b", "10.0.0.2", true, true), kubeletNode("new", "10.0.0.3", true, true))
+	c.net.mu.Unlock()
+	time.Sleep(500 * time.Millisecond)
+	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
+	fail()
+	announcedVia(t, c, "[10.0.0.1 10.0.0.2 10.0.0.3]")
+}
