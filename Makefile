@@ -142,7 +142,7 @@ e2e: tools build
 # static pod; needs root (installs runc, nftables, CNI plugins).
 CLUSTERFLAGS ?=
 cluster-test: tools node-tools cluster-images e2e-tools
-	$(GO) test -count=1 -timeout 30m ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
+	$(GO) test -count=1 -timeout 60m ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
 
 # Upstream's LoadBalancer e2e suite ([Feature:LoadBalancer]) against the
 # lab cluster with the CCM from deploy/, run from the lab's client behind

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"encoding/xml"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
@@ -41,10 +43,79 @@ func (l *Lab) RunE2E(focus, dir string, timeout time.Duration, out io.Writer) er
 		"--provider=skeleton",
 		"--kubectl-path="+filepath.Join(bin, "kubectl"),
 		// The Deployment's second replica waits, Pending, for a second
-		// control-plane node the lab does not have.
+		// control-plane node the lab does not have: one pod may be
+		// Pending, and the suite waits for the system pods only a minute
+		// (it waits out the whole timeout while any is not Ready).
 		"--allowed-not-ready-nodes=1",
+		"--system-pods-startup-timeout=1m",
 		"--report-dir="+dir)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out, out
 	return cmd.Run()
+}
+
+// Spec is one spec's result in a JUnit report of e2e.test.
+type Spec struct {
+	Name    string
+	Seconds float64
+	Result  string // passed, failed, skipped
+	Message string
+}
+
+// Specs reads the specs that ran (or were skipped by a spec's own check)
+// from a JUnit report; those the focus left out are not in it.
+func Specs(junit string) ([]Spec, error) {
+	raw, err := os.ReadFile(junit)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string  `xml:"name,attr"`
+				Time    float64 `xml:"time,attr"`
+				Status  string  `xml:"status,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+				Skipped *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", junit, err)
+	}
+	var out []Spec
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			sp := Spec{Name: c.Name, Seconds: c.Time, Result: "passed"}
+			switch {
+			case c.Failure != nil:
+				sp.Result, sp.Message = "failed", c.Failure.Message
+			case c.Skipped != nil && strings.HasPrefix(c.Skipped.Message, "skipped - "):
+				// Skipped by the spec itself (Skip(reason)).
+				sp.Result, sp.Message = "skipped", strings.TrimPrefix(c.Skipped.Message, "skipped - ")
+			case c.Skipped != nil || c.Status == "skipped" || c.Status == "pending":
+				continue // not in the focus
+			}
+			out = append(out, sp)
+		}
+	}
+	return out, nil
+}
+
+// Table is the specs as the README's table: spec, result, time.
+func Table(specs []Spec) string {
+	var b strings.Builder
+	b.WriteString("| spec | result | time |\n|---|---|---|\n")
+	for _, sp := range specs {
+		res := sp.Result
+		if sp.Message != "" {
+			res += ": " + strings.Join(strings.Fields(sp.Message), " ")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f s |\n", sp.Name, res, sp.Seconds)
+	}
+	return b.String()
 }

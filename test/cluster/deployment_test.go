@@ -178,6 +178,8 @@ func TestCCMAsADeployment(t *testing.T) {
 		t.Logf("%s left the VIP's next hops %s after its kubelet stopped", victim.Name, time.Since(stopped).Round(time.Second))
 	})
 
+	t.Run("upstream's LoadBalancer e2e specs", upstreamLoadBalancerE2E)
+
 	noForbidden(t, ccmLogs(t, "baremetal-cloud-controller-manager-"))
 }
 

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
@@ -160,9 +159,9 @@ const freezeTable = "bmc-freeze"
 func (n *Node) Freeze(t *testing.T) (thaw func()) {
 	t.Helper()
 	rules := fmt.Sprintf(`table inet %s {
-	chain in { type filter hook input priority -500; policy drop; }
-	chain fwd { type filter hook forward priority -500; policy drop; }
-	chain out { type filter hook output priority -500; policy drop; }
+	chain dropin { type filter hook input priority -500; policy drop; }
+	chain dropforward { type filter hook forward priority -500; policy drop; }
+	chain dropout { type filter hook output priority -500; policy drop; }
 }`, freezeTable)
 	path := filepath.Join(n.Dir, "freeze.nft")
 	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
@@ -187,12 +186,19 @@ func (n *Node) Freeze(t *testing.T) (thaw func()) {
 	}
 }
 
-// setHealthChecks switches the CCM's node health checks on or off: the
-// ConfigMap is edited and the replicas restarted (a mounted ConfigMap
-// reaches a running Pod only after the kubelet's sync period).
+// setHealthChecks switches the CCM's node health checks on or off by
+// editing its ConfigMap, and waits until the running replica has reloaded
+// it (the kubelet updates a mounted ConfigMap within its sync period).
 func setHealthChecks(t *testing.T, on bool) {
 	t.Helper()
 	ctx := context.Background()
+	pods, err := lab.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: ccmSelector, FieldSelector: "status.phase=Running"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("no running CCM replica: %v", err)
+	}
+	pod := pods.Items[0].Name
+	reloads := func() int { return strings.Count(ccmLogs(t, pod), "Reloaded cloud config") }
+	before := reloads()
 	text := lab.CloudConfig()
 	if !on {
 		text = strings.Replace(text, "loadBalancer:\n", "loadBalancer:\n  healthCheck: {enabled: false}\n", 1)
@@ -206,30 +212,8 @@ func setHealthChecks(t *testing.T, on bool) {
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pods := lab.Admin.CoreV1().Pods("kube-system")
-	old, err := pods.List(ctx, metav1.ListOptions{LabelSelector: ccmSelector})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range old.Items {
-		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	framework.Eventually(t, 2*time.Minute, "a new CCM replica leading", func() (bool, string) {
-		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: ccmSelector})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, p := range list.Items {
-			if slices.ContainsFunc(old.Items, func(o v1.Pod) bool { return o.Name == p.Name }) {
-				continue
-			}
-			if strings.Contains(ccmLogs(t, p.Name), "Successfully acquired lease") {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d pods", len(list.Items))
+	framework.Eventually(t, 3*time.Minute, pod+" reloaded its cloud config", func() (bool, string) {
+		return reloads() > before, ""
 	})
 }
 

@@ -29,7 +29,9 @@ const (
 	RouterASN = 64500
 	CCMASN    = 64512
 	LabGW     = "10.252.0.1" // the router, on the lab bridge
-	ClientIP  = "10.252.254.2"
+	// The client is outside the nodes' /16: upstream's e2e specs take a
+	// source address inside it for one that kube-proxy rewrote.
+	ClientIP  = "10.253.254.2"
 	VIPPool   = "10.252.100.0/24"
 	PodSubnet = "10.244.0.0/16" // deploy/kubeadm/init.yaml's
 	nsPrefix  = "bmc-"
@@ -134,10 +136,10 @@ func Up(dir string, workers int, ccmImage string) (_ *Lab, err error) {
 	if l.Client, err = framework.NewNetns(nsPrefix + "client"); err != nil {
 		return nil, err
 	}
-	if err := framework.Veth(l.Router, "client", "10.252.254.1/24", l.Client, "eth0", ClientIP+"/24"); err != nil {
+	if err := framework.Veth(l.Router, "client", "10.253.254.1/24", l.Client, "eth0", ClientIP+"/24"); err != nil {
 		return nil, err
 	}
-	if _, err := l.Client.IP("route", "add", "default", "via", "10.252.254.1"); err != nil {
+	if _, err := l.Client.IP("route", "add", "default", "via", "10.253.254.1"); err != nil {
 		return nil, err
 	}
 	cp, err := l.AddNode(machine(0))

@@ -34,6 +34,7 @@ var (
 	qps         = flag.Float64("kube-api-qps", 0, "the CCM's --kube-api-qps (0: its default)")
 	burst       = flag.Int("kube-api-burst", 0, "the CCM's --kube-api-burst (0: its default)")
 	syncs       = flag.Int("concurrent-service-syncs", 0, "the CCM's --concurrent-service-syncs (0: its default)")
+	scenarios   = flag.String("scenarios", "services,join,health", "the scenario groups to run: services (burst, churn, idle, pod churn), join (node join, routes), health (health checks)")
 	out         = flag.String("out", "bench.json", "where to write the figures as JSON")
 	heapProfile = flag.String("heap-profile", "", "if set, where to save the CCM's heap profile after the service burst")
 	cpuProfile  = flag.String("cpu-profile", "", "if set, where to save a CPU profile of the CCM's first 20 s of the service burst")
@@ -122,20 +123,33 @@ func run() error {
 
 	for i := 0; i < *runs; i++ {
 		fmt.Fprintf(os.Stderr, "run %d of %d\n", i+1, *runs)
-		floor, err := b.floor(i)
-		if err != nil {
-			return err
+		if selected("services") {
+			floor, err := b.floor(i)
+			if err != nil {
+				return err
+			}
+			if err := b.serviceScenarios(i, floor); err != nil {
+				return err
+			}
 		}
-		if err := b.serviceScenarios(i, floor); err != nil {
-			return err
+		if selected("join") {
+			if err := b.joinScenarios(i); err != nil {
+				return err
+			}
 		}
-		if err := b.joinScenarios(i); err != nil {
-			return err
+		if selected("health") {
+			if err := b.healthScenarios(i); err != nil {
+				return err
+			}
 		}
 	}
 	b.print()
 	data, _ := json.MarshalIndent(b.rep, "", "  ")
 	return os.WriteFile(*out, data, 0o644)
+}
+
+func selected(group string) bool {
+	return slices.Contains(strings.Split(*scenarios, ","), group)
 }
 
 func versionOf(cmd string, args ...string) string {
@@ -166,7 +180,8 @@ func (b *bench) config(extra string) (string, error) {
 	cfg := fmt.Sprintf(`inventory:
   unlistedNodes: allow
 loadBalancer:
-  # The nodes' addresses are not on this machine: nothing may dial them.
+  # The nodes' addresses are not on this machine: nothing may dial them
+  # (the health-check scenario switches them on for nodes on loopback).
   healthCheck: {enabled: false}
   pools:
   - name: bench

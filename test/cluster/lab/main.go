@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -80,7 +81,12 @@ func runSuite(workers int, focus string) error {
 	start = time.Now()
 	report := filepath.Join(dir, "e2e")
 	err = l.RunE2E(focus, report, 3*time.Hour, os.Stdout)
-	fmt.Printf("e2e.test ran %s; JUnit report: %s\n", time.Since(start).Round(time.Second), filepath.Join(report, "junit.xml"))
+	took := time.Since(start).Round(time.Second)
+	specs, jerr := cluster.Specs(filepath.Join(report, "junit.xml"))
+	if jerr != nil {
+		return errors.Join(err, jerr)
+	}
+	fmt.Printf("\n%s\ne2e.test ran %s on %s; JUnit report: %s\n", cluster.Table(specs), took, time.Now().UTC().Format("2006-01-02"), filepath.Join(report, "junit.xml"))
 	return err
 }
 

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+var (
+	healthNodes  = flag.String("health-nodes", "100,500", "node counts the health-check scenario probes")
+	healthWindow = flag.Duration("health-window", 30*time.Second, "how long the health-check scenario measures each size")
+)
+
+// healthScenarios measures what probing the nodes' health checks costs the
+// CCM: for each size, Ready nodes at loopback addresses (127.1.x.y), each
+// with a kube-proxy-like /healthz, one LoadBalancer Service, the default
+// interval; probes per second and CPU over the window.
+func (b *bench) healthScenarios(run int) error {
+	for _, f := range strings.Split(*healthNodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 60000 {
+			return fmt.Errorf("--health-nodes: %q is not a node count", f)
+		}
+		if err := b.healthScenario(run, n); err != nil {
+			return fmt.Errorf("health checks at %d nodes: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func healthIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
+
+func (b *bench) healthScenario(run, nodes int) error {
+	port, err := framework.FreePort()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	defer srv.Close()
+	for i := range nodes {
+		l, err := net.Listen("tcp", net.JoinHostPort(healthIP(i), strconv.Itoa(port)))
+		if err != nil {
+			return err
+		}
+		go srv.Serve(l)
+	}
+	fast := b.fastClient()
+	prefix := fmt.Sprintf("hc%d", nodes)
+	if err := framework.Parallel(nodes, 32, func(i int) error {
+		return registerNode(fast, fmt.Sprintf("%s-%d", prefix, i), healthIP(i), true)
+	}); err != nil {
+		return err
+	}
+	defer b.deleteNodes(prefix, nodes)
+	cfg, err := b.config("")
+	if err != nil {
+		return err
+	}
+	// The bench's config keeps health checks off; here they probe.
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		return err
+	}
+	text = []byte(strings.Replace(string(text), "healthCheck: {enabled: false}", fmt.Sprintf("healthCheck: {port: %d}", port), 1))
+	if err := os.WriteFile(cfg, text, 0o644); err != nil {
+		return err
+	}
+	ccm, err := b.startCCM(fmt.Sprintf("ccm-health-%d-%d", nodes, run), cfg)
+	if err != nil {
+		return err
+	}
+	defer ccm.Stop()
+	const ns = "bench-health"
+	if err := b.namespace(ns); err != nil {
+		return err
+	}
+	svc := lbService("probed")
+	if _, err := b.cluster.Admin.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	defer b.cluster.Admin.CoreV1().Services(ns).Delete(context.Background(), "probed", metav1.DeleteOptions{})
+	// Every node probed and serving: the VIP via all of them (or as many
+	// as a prefix may have).
+	if _, err := b.waitPaths(time.Now(), 1, min(nodes, bgp.MaxNextHops), nil); err != nil {
+		return err
+	}
+	probes := func() (float64, error) {
+		m, err := b.cluster.AdminGet(ccm, "/metrics", time.Minute)
+		if err != nil {
+			return 0, err
+		}
+		return metricValue(string(m), `baremetal_health_check_probes_total{result="success"}`)
+	}
+	p0, err := probes()
+	if err != nil {
+		return err
+	}
+	cpu0, err := cpuSeconds(ccm.PID())
+	if err != nil {
+		return err
+	}
+	time.Sleep(*healthWindow)
+	p1, err := probes()
+	if err != nil {
+		return err
+	}
+	cpu1, err := cpuSeconds(ccm.PID())
+	if err != nil {
+		return err
+	}
+	scenario := fmt.Sprintf("health/%d", nodes)
+	b.record(scenario, "probes per second", "1/s", (p1-p0)/healthWindow.Seconds())
+	b.record(scenario, "CCM CPU while probing", "cores", (cpu1-cpu0)/healthWindow.Seconds())
+	return nil
+}
