@@ -24,8 +24,9 @@ const (
 // RunE2E runs upstream's e2e.test with ginkgo on the specs matching focus,
 // from the lab's client namespace (behind the router, where a client
 // outside the cluster is) against the control-plane node's API server, as
-// its admin. ginkgo's output goes to out, its JUnit report to dir.
-func (l *Lab) RunE2E(focus, dir string, timeout time.Duration, out io.Writer) error {
+// its admin, in procs parallel ginkgo processes. ginkgo's output goes to
+// out, its JUnit report to dir.
+func (l *Lab) RunE2E(focus, dir string, procs int, timeout time.Duration, out io.Writer) error {
 	bin := framework.ToolsBin()
 	for _, b := range []string{"ginkgo", "e2e.test", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -36,7 +37,7 @@ func (l *Lab) RunE2E(focus, dir string, timeout time.Duration, out io.Writer) er
 		return err
 	}
 	cmd := exec.Command("ip", "netns", "exec", l.Client.Name,
-		filepath.Join(bin, "ginkgo"), "--focus="+focus, "--timeout="+timeout.String(), "--no-color",
+		filepath.Join(bin, "ginkgo"), "--focus="+focus, "--timeout="+timeout.String(), "--no-color", fmt.Sprintf("--procs=%d", procs),
 		"--junit-report="+filepath.Join(dir, "junit.xml"),
 		filepath.Join(bin, "e2e.test"), "--",
 		"--kubeconfig="+l.Nodes[0].Path("/etc/kubernetes/admin.conf"),

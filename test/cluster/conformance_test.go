@@ -39,7 +39,7 @@ func upstreamLoadBalancerE2E(t *testing.T) {
 	var out bytes.Buffer
 	start := time.Now()
 	dir := filepath.Join(lab.Dir, "e2e")
-	err := lab.RunE2E(LoadBalancerCI, dir, 40*time.Minute, io.MultiWriter(&out, os.Stdout))
+	err := lab.RunE2E(LoadBalancerCI, dir, 1, 40*time.Minute, io.MultiWriter(&out, os.Stdout))
 	t.Logf("e2e.test ran %s", time.Since(start).Round(time.Second))
 	if err != nil {
 		t.Errorf("upstream's LoadBalancer specs failed: %v (ginkgo's output above; JUnit report in %s)", err, dir)

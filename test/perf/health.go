@@ -90,17 +90,23 @@ func (b *bench) healthScenario(run, nodes int) error {
 		return err
 	}
 	defer b.cluster.Admin.CoreV1().Services(ns).Delete(context.Background(), "probed", metav1.DeleteOptions{})
-	// Every node probed and serving: the VIP via all of them (or as many
-	// as a prefix may have).
-	if _, err := b.waitPaths(time.Now(), 1, min(nodes, bgp.MaxNextHops), nil); err != nil {
-		return err
-	}
-	probes := func() (float64, error) {
+	metric := func(name string) (float64, error) {
 		m, err := b.cluster.AdminGet(ccm, "/metrics", time.Minute)
 		if err != nil {
 			return 0, err
 		}
-		return metricValue(string(m), `baremetal_health_check_probes_total{result="success"}`)
+		return metricValue(string(m), name)
+	}
+	probes := func() (float64, error) { return metric(`baremetal_health_check_probes_total{result="success"}`) }
+	// Every node probed and serving: the VIP via all of them (or as many
+	// as a prefix may have). The speaker's count tells: a BGP peer drops
+	// paths with loopback next hops.
+	if err := waitFor(5*time.Minute, func() bool {
+		paths, err1 := metric("baremetal_bgp_announced_paths")
+		out, err2 := metric("baremetal_health_check_nodes_out")
+		return err1 == nil && err2 == nil && int(paths) == min(nodes, bgp.MaxNextHops) && out == 0
+	}); err != nil {
+		return fmt.Errorf("every node serving: %w", err)
 	}
 	p0, err := probes()
 	if err != nil {

@@ -24,6 +24,7 @@ func main() {
 	down := flag.Bool("down", false, "only remove what a killed lab left behind")
 	conformance := flag.Bool("conformance", false, "run upstream's LoadBalancer e2e suite, then remove the lab")
 	focus := flag.String("focus", cluster.LoadBalancerSuite, "with -conformance, the specs to run (a ginkgo focus)")
+	procs := flag.Int("procs", 4, "with -conformance, parallel ginkgo processes (the specs mostly wait)")
 	flag.Parse()
 	if *down {
 		cluster.Down()
@@ -31,7 +32,7 @@ func main() {
 		return
 	}
 	if *conformance {
-		if err := runSuite(*workers, *focus); err != nil {
+		if err := runSuite(*workers, *focus, *procs); err != nil {
 			fmt.Fprintln(os.Stderr, "conformance:", err)
 			os.Exit(1)
 		}
@@ -70,7 +71,7 @@ func up(workers int) (*cluster.Lab, error) {
 
 // runSuite runs upstream's e2e specs matching focus on a new lab; the
 // JUnit report stays in the lab's directory.
-func runSuite(workers int, focus string) error {
+func runSuite(workers int, focus string, procs int) error {
 	start := time.Now()
 	l, err := up(workers)
 	if err != nil {
@@ -80,7 +81,7 @@ func runSuite(workers int, focus string) error {
 	fmt.Printf("lab up in %s: %d nodes; running upstream's e2e.test, focus %q\n", time.Since(start).Round(time.Second), len(l.Nodes), focus)
 	start = time.Now()
 	report := filepath.Join(dir, "e2e")
-	err = l.RunE2E(focus, report, 3*time.Hour, os.Stdout)
+	err = l.RunE2E(focus, report, procs, 3*time.Hour, os.Stdout)
 	took := time.Since(start).Round(time.Second)
 	specs, jerr := cluster.Specs(filepath.Join(report, "junit.xml"))
 	if jerr != nil {
