@@ -73,8 +73,10 @@ func (n *Node) writeKubeadmFiles(name, config string) (string, error) {
 	if err := os.WriteFile(filepath.Join(dropIns, "50-lab.conf"), []byte(n.kubeletDropIn()), 0o644); err != nil {
 		return "", err
 	}
-	// No DNS server in the lab: pods resolve nothing, and ask no one.
-	if err := os.WriteFile(filepath.Join(n.Dir, "resolv.conf"), []byte("options ndots:1\n"), 0o644); err != nil {
+	// The node's upstream resolver is the router, which runs none: the
+	// cluster's CoreDNS answers cluster names and forwards the rest there,
+	// inside the lab, to no answer.
+	if err := os.WriteFile(filepath.Join(n.Dir, "resolv.conf"), []byte("nameserver "+LabGW+"\noptions ndots:1\n"), 0o644); err != nil {
 		return "", err
 	}
 	path := filepath.Join(n.Dir, name)
@@ -100,9 +102,9 @@ func (n *Node) kubeadm(args ...string) error {
 }
 
 // kubeadmInit makes the control plane, with the project's init.yaml, the
-// way the README says; CoreDNS is left out (the lab has no DNS to serve,
-// and its image is not built), and the preflight checks are not run (they
-// would pull images and check the host's kernel settings).
+// way the README says, CoreDNS included (upstream's e2e specs resolve
+// Service names); the preflight checks are not run (they would pull images
+// and check the host's kernel settings).
 func (l *Lab) kubeadmInit(cp *Node) error {
 	config, err := LabCopy("deploy/kubeadm/init.yaml", nil, labOnly)
 	if err != nil {
@@ -112,7 +114,7 @@ func (l *Lab) kubeadmInit(cp *Node) error {
 	if err != nil {
 		return err
 	}
-	if err := cp.kubeadm("init", "--config", path, "--skip-phases=preflight,addon/coredns"); err != nil {
+	if err := cp.kubeadm("init", "--config", path, "--skip-phases=preflight"); err != nil {
 		return err
 	}
 	if err := l.connect(cp); err != nil {
