@@ -84,12 +84,20 @@ func StartGoBGPDOnPort(dir, name, address string, port int, asn uint32, neighbor
 }
 
 // StartGoBGPDIn is StartGoBGPD inside a network namespace (nil: the test's).
+// A port found free can be taken by another process before gobgpd binds it
+// (FreePort closes its listener): a start that lost that race is tried
+// again on other ports.
 func StartGoBGPDIn(ns *Netns, dir, name, address string, asn uint32, neighbors []GoBGPNeighbor) (*GoBGPD, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		g, err := startGoBGPD(ns, dir, name, address, port, asn, neighbors)
+		if err == nil || attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			return g, err
+		}
 	}
-	return startGoBGPD(ns, dir, name, address, port, asn, neighbors)
 }
 
 func startGoBGPD(ns *Netns, dir, name, address string, port int, asn uint32, neighbors []GoBGPNeighbor) (*GoBGPD, error) {
