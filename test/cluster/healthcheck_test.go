@@ -100,21 +100,11 @@ func measureFailover(t *testing.T, vip string, victim *Node, fault func(), withi
 	return failover{withdrawn: withdrawn, ok: ok, failed: failed}
 }
 
-// processesOf are the node's processes: those in its mount namespace (the
-// kubelet, containerd, the shims) and those in its cgroups (the pods).
+// processesOf are the node's processes: those in its mount
+// namespace (the kubelet, containerd, the shims) and those in its cgroups
+// (the pods).
 func (n *Node) processesOf() []int {
-	var pids []int
-	want, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", n.holder.PID()))
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); ns == want {
-			pids = append(pids, pid)
-		}
-	}
+	pids := sharing(n.holder.PID(), "mnt")
 	for _, d := range cgroupDirs(n.cgroupRoot()) {
 		filepath.WalkDir(d, func(path string, e os.DirEntry, err error) error {
 			if err == nil && !e.IsDir() && e.Name() == "cgroup.procs" {

@@ -248,10 +248,19 @@ func (n *Node) stop() {
 
 // killSharing kills every process in the same namespace of kind as pid.
 func killSharing(pid int, kind string) {
+	for _, other := range sharing(pid, kind) {
+		syscall.Kill(other, syscall.SIGKILL)
+	}
+}
+
+// sharing are the processes, other than pid, in the same namespace of kind
+// as pid.
+func sharing(pid int, kind string) []int {
 	want, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind))
 	if err != nil {
-		return
+		return nil
 	}
+	var out []int
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		other, err := strconv.Atoi(p.Name())
@@ -259,9 +268,10 @@ func killSharing(pid int, kind string) {
 			continue
 		}
 		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", other, kind)); err == nil && ns == want {
-			syscall.Kill(other, syscall.SIGKILL)
+			out = append(out, other)
 		}
 	}
+	return out
 }
 
 // killCgroupTree kills the tasks of a cgroup and its children and removes
