@@ -67,10 +67,12 @@ $(CONTAINERD) &: hack/containerd/go.mod hack/containerd/go.sum
 # The real cluster's images, built from the binaries above with hack/image
 # under the names kubeadm v1.37.2 asks for (so nothing is ever pulled),
 # plus the tests' server; kube-proxy's carries Debian's nft, which its
-# nftables mode runs.
+# nftables mode runs, and /etc/protocols, by which nft names protocols
+# (without it nft lists "tcp" as 6, and a restarted kube-proxy deletes
+# every Service element it reads back).
 IMAGES_DIR := $(TOOLS_BIN)/images
 IMAGE_TOOL := $(TOOLS_BIN)/image
-CLUSTER_IMAGES := $(addprefix $(IMAGES_DIR)/,kube-apiserver.tar kube-controller-manager.tar kube-scheduler.tar kube-proxy.tar etcd.tar pause.tar echo.tar)
+CLUSTER_IMAGES := $(addprefix $(IMAGES_DIR)/,kube-apiserver.tar kube-controller-manager.tar kube-scheduler.tar kube-proxy.tar etcd.tar pause.tar echo.tar coredns.tar)
 cluster-images: $(CLUSTER_IMAGES) image
 
 $(IMAGE_TOOL): hack/image/go.mod hack/image/go.sum $(wildcard hack/image/*.go)
@@ -81,8 +83,8 @@ $(TOOLS_BIN)/pause $(TOOLS_BIN)/echo: $(TOOLS_BIN)/%: test/cluster/images/%/main
 
 $(IMAGES_DIR)/kube-%.tar: $(TOOLS_BIN)/kube-% $(IMAGE_TOOL)
 	@mkdir -p $(IMAGES_DIR)
-	$(if $(filter proxy,$*),hack/debian-packages.sh /usr/sbin/nft=nftables)
-	$(IMAGE_TOOL) -binary $< -user 0:0 -tag registry.k8s.io/kube-$*:$(K8S_VERSION) -out $@ $(if $(filter proxy,$*),-with /usr/sbin/nft)
+	$(if $(filter proxy,$*),hack/debian-packages.sh /usr/sbin/nft=nftables /etc/protocols=netbase)
+	$(IMAGE_TOOL) -binary $< -user 0:0 -tag registry.k8s.io/kube-$*:$(K8S_VERSION) -out $@ $(if $(filter proxy,$*),-with /usr/sbin/nft -with /etc/protocols)
 $(IMAGES_DIR)/etcd.tar: $(TOOLS_BIN)/etcd $(IMAGE_TOOL)
 	@mkdir -p $(IMAGES_DIR)
 	$(IMAGE_TOOL) -binary $< -user 0:0 -tag registry.k8s.io/etcd:3.7.0-0 -out $@
@@ -97,8 +99,7 @@ $(IMAGES_DIR)/agnhost.tar: $(TOOLS_BIN)/agnhost $(IMAGE_TOOL)
 	$(IMAGE_TOOL) -binary $< -path /agnhost -user 0:0 -tag registry.k8s.io/e2e-test-images/agnhost:2.66.1 -out $@ -with /bin/sh -with /usr/bin/curl -with /usr/bin/wget
 
 # The cluster's DNS, as kubeadm v1.37.2 installs it, from CoreDNS's Go module
-# (its own go.mod: its dependencies are not the ones hack/tools pins). Not
-# in the lab yet: see test/cluster/kubeadm.go.
+# (its own go.mod: its dependencies are not the ones hack/tools pins).
 $(TOOLS_BIN)/coredns: hack/coredns/go.mod hack/coredns/go.sum
 	cd hack/coredns && CGO_ENABLED=0 $(GO) build -o ../tools/bin/coredns github.com/coredns/coredns
 $(IMAGES_DIR)/coredns.tar: $(TOOLS_BIN)/coredns $(IMAGE_TOOL)

@@ -63,6 +63,10 @@ func TestCCMAsADeployment(t *testing.T) {
 		return true, ""
 	})
 
+	t.Run("the kubernetes Service and cluster DNS from every node after kube-proxy restarts", func(t *testing.T) {
+		clusterServicesAfterKubeProxyRestarts(t)
+	})
+
 	const ns = "default"
 	echoDeployment(t, ns, "echo", int32(len(workerNames())))
 	podNodes, podIPs := echoPods(t, ns, "echo")

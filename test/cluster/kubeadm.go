@@ -102,11 +102,9 @@ func (n *Node) kubeadm(args ...string) error {
 }
 
 // kubeadmInit makes the control plane, with the project's init.yaml, the
-// way the README says; CoreDNS is left out: started after kube-proxy's
-// first-start restart it cannot reach the API (the lab's kube-proxy then
-// lacks the kubernetes Service's rule) and is never Ready, which stops
-// upstream's e2e suite; and the preflight checks are not run (they would
-// pull images and check the host's kernel settings).
+// way the README says, CoreDNS included (upstream's e2e specs resolve
+// Service names); the preflight checks are not run (they would pull images
+// and check the host's kernel settings).
 func (l *Lab) kubeadmInit(cp *Node) error {
 	config, err := LabCopy("deploy/kubeadm/init.yaml", nil, labOnly)
 	if err != nil {
@@ -116,7 +114,7 @@ func (l *Lab) kubeadmInit(cp *Node) error {
 	if err != nil {
 		return err
 	}
-	if err := cp.kubeadm("init", "--config", path, "--skip-phases=preflight,addon/coredns"); err != nil {
+	if err := cp.kubeadm("init", "--config", path, "--skip-phases=preflight"); err != nil {
 		return err
 	}
 	if err := l.connect(cp); err != nil {

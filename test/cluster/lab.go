@@ -98,7 +98,7 @@ func Check() error {
 // tools' bin directory.
 func imageFiles() []string {
 	return []string{"images/kube-apiserver.tar", "images/kube-controller-manager.tar", "images/kube-scheduler.tar",
-		"images/kube-proxy.tar", "images/etcd.tar", "images/pause.tar", "images/echo.tar", "images/agnhost.tar"}
+		"images/kube-proxy.tar", "images/etcd.tar", "images/pause.tar", "images/echo.tar", "images/agnhost.tar", "images/coredns.tar"}
 }
 
 // Up builds the lab with one control-plane node and the given number of
