@@ -128,6 +128,19 @@ func TestParseErrors(t *testing.T) {
 				"loadBalancer.healthCheck.timeout: 2m0s is above the greatest timeout, 1m", "loadBalancer.healthCheck.unhealthyThreshold: -1 is not between 1 and 100",
 				"loadBalancer.healthCheck.healthyThreshold: 101 is not between 1 and 100"}},
 		{"health check port", "loadBalancer:\n  healthCheck: {port: 70000}\n", []string{"loadBalancer.healthCheck.port"}},
+		{"l2 without interface", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28], announce: l2}\n",
+			[]string{"loadBalancer.pools[0].l2.interface: is required with announce: l2"}},
+		{"l2 bad interface", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28], announce: l2, l2: {interface: eth0/1}}\n",
+			[]string{`loadBalancer.pools[0].l2.interface: "eth0/1" is not a network interface name`}},
+		{"l2 on a bgp pool", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28], announce: bgp, l2: {interface: eth0}}\n",
+			[]string{"loadBalancer.pools[0].l2: is only read with announce: l2 (this pool's VIPs are announced by bgp)"}},
+		{"pool announce", "loadBalancer:\n  announce: none\n  pools:\n  - {name: a, addresses: [192.0.2.0/28], announce: arp}\n",
+			[]string{`loadBalancer.pools[0].announce: "arp" is not one of bgp, l2, none`}},
+		{"l2 for every pool", "loadBalancer:\n  announce: l2\n", []string{"loadBalancer.announce: l2 is set per pool"}},
+		{"bad MAC", machine("  - name: c\n    macAddresses: [\"52:54:00:12:34\", \"00:00:00:00:fe:80:00:00:00:00:00:00:02:00:5e:10:00:00:00:01\"]\n"),
+			[]string{`inventory.machines[2].macAddresses[0]: "52:54:00:12:34" is not an Ethernet (EUI-48) address`, "inventory.machines[2].macAddresses[1]"}},
+		{"bgp pool beside l2 needs an ASN", "loadBalancer:\n  pools:\n  - {name: a, addresses: [192.0.2.0/28], announce: l2, l2: {interface: eth0}}\n  - {name: b, addresses: [192.0.2.16/28]}\n",
+			[]string{"bgp.localASN: is required"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,6 +175,33 @@ func TestNormalizeHostPort(t *testing.T) {
 		if got, err := NormalizeHostPort(bad, "3260"); err == nil {
 			t.Errorf("NormalizeHostPort(%q) = %q, want an error", bad, got)
 		}
+	}
+}
+
+// An announce: l2 pool needs no BGP; a pool's announce overrides the load
+// balancer's.
+func TestLayer2PoolsNeedNoBGP(t *testing.T) {
+	cfg, err := Parse([]byte(`inventory:
+  machines:
+  - name: n1
+    macAddresses: ["52:54:00:AA:bb:01"]
+loadBalancer:
+  pools:
+  - {name: lan, addresses: [192.0.2.0/28], announce: l2, l2: {interface: eth0}}
+  - {name: off, addresses: [192.0.2.16/28], announce: none}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := &cfg.LoadBalancer
+	if got := lb.Pools[0].Announced(lb); got != AnnounceL2 {
+		t.Errorf("pool lan announced by %q, want l2", got)
+	}
+	if got := lb.Pools[1].Announced(lb); got != AnnounceNone {
+		t.Errorf("pool off announced by %q, want none", got)
+	}
+	if lb.AnnouncesBGP() {
+		t.Error("AnnouncesBGP is true with no pool announced by BGP")
 	}
 }
 

@@ -16,6 +16,9 @@ const (
 	AnnounceBGP Announce = "bgp"
 	// AnnounceNone only allocates addresses; something else announces them.
 	AnnounceNone Announce = "none"
+	// AnnounceL2 answers ARP and NDP for a pool's VIPs on a segment the
+	// leader shares with the nodes and the clients (per pool only).
+	AnnounceL2 Announce = "l2"
 )
 
 // LoadBalancer configures the addresses of LoadBalancer Services.
@@ -61,11 +64,44 @@ type Pool struct {
 	// a key shares only within its namespace: another tenant using the same
 	// key gets an address of its own.
 	SharedAcrossNamespaces []string `yaml:"sharedAcrossNamespaces"`
-	BGP                    PoolBGP  `yaml:"bgp"`
+	// Announce, if set, overrides loadBalancer.announce for this pool.
+	Announce Announce `yaml:"announce"`
+	BGP      PoolBGP  `yaml:"bgp"`
+	L2       *PoolL2  `yaml:"l2"`
 }
 
 // Auto reports whether the pool serves Services that name no pool.
 func (p *Pool) Auto() bool { return p.AutoAssign == nil || *p.AutoAssign }
+
+// Announced is how the pool's VIPs reach the network: its own announce,
+// else the load balancer's.
+func (p *Pool) Announced(lb *LoadBalancer) Announce {
+	if p.Announce != "" {
+		return p.Announce
+	}
+	return lb.Announce
+}
+
+// PoolL2 says where the leader answers for an announce: l2 pool's VIPs.
+type PoolL2 struct {
+	// Interface is the leader's network interface on the segment the VIPs
+	// are in; it answers ARP and Neighbor Solicitations there.
+	Interface string `yaml:"interface"`
+}
+
+// AnnouncesBGP reports whether any VIP may be announced over BGP: a pool
+// that does, or no pools yet with BGP the default.
+func (lb *LoadBalancer) AnnouncesBGP() bool {
+	if len(lb.Pools) == 0 {
+		return lb.Announce == AnnounceBGP
+	}
+	for i := range lb.Pools {
+		if lb.Pools[i].Announced(lb) == AnnounceBGP {
+			return true
+		}
+	}
+	return false
+}
 
 // LabelSelector is a Kubernetes label selector.
 type LabelSelector struct {

@@ -60,6 +60,10 @@ type Machine struct {
 	Addresses    []Address         `yaml:"addresses"`
 	Labels       map[string]string `yaml:"labels"`
 	PowerState   PowerState        `yaml:"powerState"`
+	// MACAddresses are the machine's interfaces' hardware addresses, for
+	// layer 2 pools; without them the leader learns the MAC of the Node's
+	// address on the segment.
+	MACAddresses []string `yaml:"macAddresses"`
 }
 
 // AddressType mirrors the Kubernetes NodeAddressType values.

@@ -114,6 +114,11 @@ func (c *Config) Validate() error {
 		checkLabelValue(add, p.Child("zone"), m.Zone)
 		checkLabelValue(add, p.Child("region"), m.Region)
 		checkLabelValue(add, p.Child("instanceType"), m.InstanceType)
+		for j, mac := range m.MACAddresses {
+			if hw, err := net.ParseMAC(mac); err != nil || len(hw) != 6 {
+				add(p.Child("macAddresses").Index(j), "%q is not an Ethernet (EUI-48) address such as 52:54:00:12:34:56", mac)
+			}
+		}
 		for j, a := range m.Addresses {
 			ap := p.Child("addresses").Index(j)
 			switch a.Type {

@@ -118,6 +118,8 @@ func (c *Config) validateNetwork(add reporter) {
 	lp := field.NewPath("loadBalancer")
 	switch lb.Announce {
 	case AnnounceBGP, AnnounceNone:
+	case AnnounceL2:
+		add(lp.Child("announce"), "l2 is set per pool, each with its l2.interface (loadBalancer.pools[].announce: l2)")
 	default:
 		add(lp.Child("announce"), "%q is not one of bgp, none", lb.Announce)
 	}
@@ -194,6 +196,7 @@ func (c *Config) validateNetwork(add reporter) {
 			}
 		}
 		checkPathAttributes(add, pp.Child("bgp"), pool.BGP)
+		validatePoolAnnounce(add, pp, pool, lb)
 	}
 
 	if r := c.Routes; r != nil {
@@ -206,7 +209,7 @@ func (c *Config) validateNetwork(add reporter) {
 
 	b := &c.BGP
 	bp := field.NewPath("bgp")
-	announcing := (lb.Announce == AnnounceBGP && (len(lb.Pools) > 0 || len(b.Peers) > 0)) || c.Routes != nil
+	announcing := (lb.AnnouncesBGP() && (len(lb.Pools) > 0 || len(b.Peers) > 0)) || c.Routes != nil
 
 	if announcing || b.LocalASN != 0 {
 		if b.LocalASN == 0 {
@@ -348,4 +351,32 @@ func validateHealthCheck(add reporter, p *field.Path, h HealthCheck) {
 			add(p.Child(t.name), "%d is not between 1 and 100", t.v)
 		}
 	}
+}
+
+// validatePoolAnnounce checks a pool's announce and its l2 section.
+func validatePoolAnnounce(add reporter, pp *field.Path, pool *Pool, lb *LoadBalancer) {
+	switch pool.Announce {
+	case "", AnnounceBGP, AnnounceNone, AnnounceL2:
+	default:
+		add(pp.Child("announce"), "%q is not one of bgp, l2, none", pool.Announce)
+		return
+	}
+	l2 := pp.Child("l2")
+	if pool.Announced(lb) != AnnounceL2 {
+		if pool.L2 != nil {
+			add(l2, "is only read with announce: l2 (this pool's VIPs are announced by %s)", pool.Announced(lb))
+		}
+		return
+	}
+	switch {
+	case pool.L2 == nil || pool.L2.Interface == "":
+		add(l2.Child("interface"), "is required with announce: l2: the leader's interface on the segment of the pool's VIPs")
+	case !validInterfaceName(pool.L2.Interface):
+		add(l2.Child("interface"), "%q is not a network interface name (1 to 15 characters, no '/', ':' or spaces)", pool.L2.Interface)
+	}
+}
+
+// validInterfaceName is the kernel's rule for a link name.
+func validInterfaceName(s string) bool {
+	return len(s) > 0 && len(s) < 16 && s != "." && s != ".." && !strings.ContainsAny(s, "/: \t\n")
 }

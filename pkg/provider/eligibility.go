@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -23,10 +24,12 @@ func nodeRouting(node *v1.Node) string {
 	return fmt.Sprint(nodeReady(node), node.Status.Addresses, nodeEligible(node), initialised(node), node.Spec.ProviderID, node.Spec.PodCIDRs)
 }
 
-// eligibleNode is a Node that may be a next hop, with its addresses.
+// eligibleNode is a Node that may be a next hop, with its addresses and
+// the hardware addresses its machine lists (for layer 2 pools).
 type eligibleNode struct {
 	name string
 	ips  []netip.Addr
+	macs []net.HardwareAddr
 }
 
 // readyNodes is every Ready Node that may be a next hop. Callers hold n.mu.
@@ -38,7 +41,7 @@ func (n *network) readyNodes() []eligibleNode {
 			continue
 		}
 		if addrs, err := n.cloudAddresses(node); err == nil {
-			out = append(out, eligibleNode{name: node.Name, ips: nodeIPs(addrs)})
+			out = append(out, eligibleNode{name: node.Name, ips: nodeIPs(addrs), macs: n.machineMACs(node)})
 		}
 	}
 	return out
@@ -64,22 +67,48 @@ func (n *network) cloudAddresses(node *v1.Node) ([]v1.NodeAddress, error) {
 	return nil, errors.New("the Node matches no machine of inventory.machines")
 }
 
+// machineMACs are the hardware addresses the inventory lists for the
+// Node's machine. Callers hold n.mu.
+func (n *network) machineMACs(node *v1.Node) []net.HardwareAddr {
+	m, ok := n.inv.FindMachine(nodeKeys(node))
+	if !ok {
+		return nil
+	}
+	var out []net.HardwareAddr
+	for _, s := range m.MACAddresses {
+		if hw, err := net.ParseMAC(s); err == nil {
+			out = append(out, hw)
+		}
+	}
+	return out
+}
+
 // nextHops is the addresses of the ready nodes that serve s: all of them
 // (also for s nil), or with externalTrafficPolicy Local those with a ready
 // endpoint of it, sorted.
 func (n *network) nextHops(s *lbService, ready []eligibleNode) []netip.Addr {
-	var local map[string]bool
-	if s != nil && s.etpLocal {
-		local = n.nodesWithReadyEndpoints(s.namespace, s.name)
-	}
 	var hops []netip.Addr
-	for _, node := range ready {
-		if local == nil || local[node.name] {
-			hops = append(hops, node.ips...)
-		}
+	for _, node := range n.carriers(s, ready) {
+		hops = append(hops, node.ips...)
 	}
 	slices.SortFunc(hops, netip.Addr.Compare)
 	return slices.Compact(hops)
+}
+
+// carriers are the ready nodes that serve s: all of them, or with
+// externalTrafficPolicy Local those with a ready endpoint of it.
+func (n *network) carriers(s *lbService, ready []eligibleNode) []eligibleNode {
+	if s == nil || !s.etpLocal {
+		return ready
+	}
+	local := n.nodesWithReadyEndpoints(s.namespace, s.name)
+	var out []eligibleNode
+	for _, node := range ready {
+		if local[node.name] {
+			out = append(out, node)
+		}
+	}
+	return out
 }
 
 func (n *network) nodesWithReadyEndpoints(namespace, name string) map[string]bool {

@@ -29,7 +29,8 @@ var (
 
 func configLoaded(ok bool) {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing)
+		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing,
+			l2VIPs, l2VIPsUnanswered, l2Replies, l2Announcements)
 	})
 	if ok {
 		configReloads.WithLabelValues("success").Inc()
@@ -99,3 +100,30 @@ func peerStateChanged(st bgp.PeerState) {
 	peerEstablished.WithLabelValues(st.Address.String()).Set(v)
 	peerTransitions.WithLabelValues(st.Address.String(), st.State).Inc()
 }
+
+var (
+	l2VIPs = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_l2",
+		Name:           "vips",
+		Help:           "Layer 2 VIPs the leader answers for, by interface and the node it names.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"interface", "node"})
+	l2VIPsUnanswered = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_l2",
+		Name:           "vips_unanswered",
+		Help:           "Layer 2 VIPs in Service status the leader does not answer for: no node can carry them, their interface is not open, or they are outside its subnets.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	l2Replies = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_l2",
+		Name:           "replies_total",
+		Help:           "ARP replies and Neighbor Advertisements sent in answer for VIPs, by protocol (arp, ndp).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"protocol"})
+	l2Announcements = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_l2",
+		Name:           "announcements_total",
+		Help:           "Gratuitous ARPs and unsolicited Neighbor Advertisements sent when a VIP's node changed or a leader started, by protocol.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"protocol"})
+)

@@ -61,6 +61,7 @@ type network struct {
 	informed     chan struct{}
 	informedOnce sync.Once
 	speakOnce    sync.Once
+	probeOnce    sync.Once
 
 	// peersInForce are the peers the speaker has, by address; peerErrors
 	// the problems last reported with them.
@@ -80,6 +81,20 @@ type network struct {
 	// health probes the nodes; held is set while every node fails at once.
 	health *health.Checker
 	held   bool
+
+	// The leader's layer 2 answers (layer2.go): the interfaces open, by
+	// name, and the errors said of those that would not open; l2kick asks
+	// for a convergence of their tables. vipL2 is the interface each layer
+	// 2 VIP was last answered on (kept for a VIP whose pool went);
+	// offSegment and l2Stranded are VIPs reported unanswerable, once;
+	// l2Counted the series of the per-node metric.
+	segments      map[string]*openedSegment
+	segmentErrors map[string]string
+	l2kick        chan struct{}
+	vipL2         map[netip.Addr]string
+	offSegment    map[netip.Addr]bool
+	l2Stranded    map[netip.Addr]bool
+	l2Counted     map[[2]string]float64
 }
 
 func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
@@ -97,6 +112,13 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 		vipAttrs: map[netip.Addr]bgp.Attributes{},
 		outside:  map[netip.Addr]bool{},
 		stranded: map[netip.Addr]bool{},
+
+		segments:      map[string]*openedSegment{},
+		segmentErrors: map[string]string{},
+		l2kick:        make(chan struct{}, 1),
+		vipL2:         map[netip.Addr]string{},
+		offSegment:    map[netip.Addr]bool{},
+		l2Stranded:    map[netip.Addr]bool{},
 
 		podEventf: func(string, string, string, ...any) {},
 		health:    health.New(healthSettings(cfg.LoadBalancer.HealthCheck), nil),
@@ -226,6 +248,8 @@ func (n *network) lead(ctx context.Context) {
 	n.leading = true
 	n.mu.Unlock()
 	close(n.ready)
+	n.startProbing(ctx)
+	go n.answerLoop(ctx)
 	n.announce()
 }
 
@@ -360,9 +384,11 @@ func (n *network) warnOutsidePools(outside []netip.Addr) {
 // Requests coalesce: a burst of changes (a thousand Services created at
 // once, a Node that every VIP uses) costs a few convergences, not one each.
 func (n *network) announce() {
-	select {
-	case n.kick <- struct{}{}:
-	default: // one is pending already; it will see this change too
+	for _, kick := range []chan struct{}{n.kick, n.l2kick} {
+		select {
+		case kick <- struct{}{}:
+		default: // one is pending already; it will see this change too
+		}
 	}
 }
 
@@ -431,7 +457,7 @@ func (n *network) converge() error {
 // Local, so the whole state is a few entries per Service. Callers hold n.mu.
 func (n *network) desiredPaths() []bgp.Announcement {
 	paths := n.routePaths()
-	if n.cfg.LoadBalancer.Announce != config.AnnounceBGP {
+	if !n.cfg.LoadBalancer.AnnouncesBGP() {
 		return paths
 	}
 	attrs := map[string]bgp.Attributes{}
@@ -449,6 +475,9 @@ func (n *network) desiredPaths() []bgp.Announcement {
 			hops = byFamily(n.nextHops(s, ready))
 		}
 		for _, vip := range n.alloc.Addresses(key) {
+			if how, _ := n.announcedBy(vip); how != config.AnnounceBGP {
+				continue
+			}
 			seen[vip] = true
 			a, inPool := attrs[n.alloc.PoolOf(vip)]
 			if inPool {

@@ -61,11 +61,12 @@ func (n *network) speak(ctx context.Context, reachable func(context.Context) err
 	if !n.waitSynced(ctx) {
 		return
 	}
+	n.startProbing(ctx)
 	for ctx.Err() == nil {
 		n.mu.Lock()
 		cfg := n.cfg
 		n.mu.Unlock()
-		if (cfg.LoadBalancer.Announce != config.AnnounceBGP && cfg.Routes == nil) || cfg.BGP.LocalASN == 0 {
+		if (!cfg.LoadBalancer.AnnouncesBGP() && cfg.Routes == nil) || cfg.BGP.LocalASN == 0 {
 			klog.InfoS("BGP announcements are off", "announce", cfg.LoadBalancer.Announce)
 			return
 		}
@@ -114,8 +115,13 @@ func (n *network) startSpeaker(ctx context.Context, b config.BGP) *bgp.Speaker {
 	n.setPeers(ctx)
 	go n.convergeLoop(ctx)
 	go n.rereadPasswords(ctx)
-	go n.health.Run(ctx)
 	return speaker
+}
+
+// startProbing runs the health checks for the rest of the process, once:
+// the BGP speaker and the layer 2 answers both read them.
+func (n *network) startProbing(ctx context.Context) {
+	n.probeOnce.Do(func() { go n.health.Run(ctx) })
 }
 
 // watchAPI returns false when ctx ends, true once the API server has not

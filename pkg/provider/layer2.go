@@ -1,0 +1,337 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/l2"
+)
+
+// Layer 2 pools: the leader answers ARP and Neighbor Solicitations for
+// their VIPs on the segment it shares with the nodes and the clients,
+// naming one node per VIP: chosen by rendezvous hashing among the nodes
+// that would be its BGP next hops (Ready, initialised, passing health
+// checks; for externalTrafficPolicy Local, with a ready endpoint), so VIPs
+// spread over the nodes and only a leaving node's VIPs move. No agent runs
+// on the nodes. A standby never answers: its table could differ from the
+// leader's while the Services' status catches up.
+//
+// A node's hardware address is the inventory's (macAddresses) when it
+// lists one, and, when it lists several, the one seen on the segment; else
+// it is learned by asking the segment for the node's address there. The
+// inventory wins: it is what the operator states, and learning can be
+// misled by a host that answers for others (proxy ARP).
+
+// segment is an interface the leader answers on (an l2.Responder).
+type segment interface {
+	Subnets() []netip.Prefix
+	Learned(ip netip.Addr) (net.HardwareAddr, bool)
+	Set(l2.Table)
+}
+
+// openSegment starts answering on an interface until ctx ends.
+var openSegment = func(ctx context.Context, iface string, learned func()) (segment, error) {
+	r, err := l2.Listen(iface)
+	if err != nil {
+		return nil, err
+	}
+	r.OnReply = func(p string) { l2Replies.WithLabelValues(p).Inc() }
+	r.OnAnnounce = func(p string) { l2Announcements.WithLabelValues(p).Inc() }
+	r.OnLearned = learned
+	go r.Run(ctx)
+	return r, nil
+}
+
+// openedSegment is a segment with what stops it.
+type openedSegment struct {
+	segment
+	stop context.CancelFunc
+}
+
+// l2Retry is how often an interface that could not be opened is tried
+// again, and learned addresses refreshed.
+const l2Retry = 10 * time.Second
+
+// answerLoop runs the leader's layer 2 answers until ctx ends: it opens
+// the interfaces the config names and converges their tables on request.
+func (n *network) answerLoop(ctx context.Context) {
+	t := time.NewTicker(l2Retry)
+	defer t.Stop()
+	var last time.Time
+	for {
+		n.openSegments(ctx)
+		n.convergeL2()
+		last = time.Now()
+		select {
+		case <-ctx.Done():
+			n.mu.Lock()
+			for _, s := range n.segments {
+				s.stop()
+			}
+			n.segments = map[string]*openedSegment{}
+			n.mu.Unlock()
+			return
+		case <-n.l2kick:
+		case <-t.C:
+		}
+		if wait := settle - time.Since(last); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+}
+
+// l2Interfaces are the interfaces the config's layer 2 pools answer on,
+// with the field that names each. Callers hold n.mu.
+func (n *network) l2Interfaces() map[string]string {
+	out := map[string]string{}
+	lb := &n.cfg.LoadBalancer
+	for i := range lb.Pools {
+		p := &lb.Pools[i]
+		if p.Announced(lb) == config.AnnounceL2 && p.L2 != nil {
+			if _, ok := out[p.L2.Interface]; !ok {
+				out[p.L2.Interface] = fmt.Sprintf("loadBalancer.pools[%d].l2.interface", i)
+			}
+		}
+	}
+	for _, iface := range n.vipL2 {
+		if _, ok := out[iface]; !ok {
+			out[iface] = "the l2.interface of a pool that left the config, whose VIPs are still in use,"
+		}
+	}
+	return out
+}
+
+// openSegments opens the interfaces the config names that are not open,
+// and closes those it no longer names. A failure is said once per error.
+func (n *network) openSegments(ctx context.Context) {
+	n.mu.Lock()
+	want := n.l2Interfaces()
+	for iface, s := range n.segments {
+		if _, ok := want[iface]; !ok {
+			s.stop()
+			delete(n.segments, iface)
+			delete(n.segmentErrors, iface)
+		}
+	}
+	var missing []string
+	for iface := range want {
+		if n.segments[iface] == nil {
+			missing = append(missing, iface)
+		}
+	}
+	n.mu.Unlock()
+	for _, iface := range missing {
+		sctx, stop := context.WithCancel(ctx)
+		seg, err := openSegment(sctx, iface, n.announce)
+		n.mu.Lock()
+		if err != nil {
+			stop()
+			if n.segmentErrors[iface] != err.Error() {
+				n.segmentErrors[iface] = err.Error()
+				klog.ErrorS(err, "Cannot answer ARP and NDP for layer 2 VIPs; tried again every 10s", "field", want[iface], "interface", iface)
+				n.podEventf(v1.EventTypeWarning, "L2NotStarted", "%s %q: %v; the VIPs of its pools are not answered until it opens (tried again every %s)", want[iface], iface, err, l2Retry)
+			}
+		} else {
+			delete(n.segmentErrors, iface)
+			n.segments[iface] = &openedSegment{segment: seg, stop: stop}
+			klog.InfoS("Answering ARP and NDP for layer 2 VIPs", "interface", iface)
+		}
+		n.mu.Unlock()
+	}
+}
+
+// convergeL2 gives each open segment its table.
+func (n *network) convergeL2() {
+	n.mu.Lock()
+	if !n.leading || len(n.segments) == 0 {
+		n.mu.Unlock()
+		return
+	}
+	tables := n.desiredL2()
+	segs := map[string]segment{}
+	for iface, s := range n.segments {
+		segs[iface] = s.segment
+	}
+	n.mu.Unlock()
+	for iface, s := range segs {
+		s.Set(tables[iface])
+	}
+}
+
+// desiredL2 is, for each open segment, its VIPs with the hardware address
+// of the node chosen for each. Callers hold n.mu.
+func (n *network) desiredL2() map[string]l2.Table {
+	tables := map[string]l2.Table{}
+	subnets := map[string][]netip.Prefix{}
+	for iface, s := range n.segments {
+		tables[iface] = l2.Table{}
+		subnets[iface] = s.Subnets()
+	}
+	ready := n.healthy(n.readyNodes())
+	held := map[netip.Addr]bool{}
+	count := map[[2]string]float64{}
+	unanswered := 0
+	for key, s := range n.services {
+		carriers := n.carriers(s, ready)
+		for _, vip := range n.alloc.Addresses(key) {
+			held[vip] = true
+			how, iface := n.announcedBy(vip)
+			if how != config.AnnounceL2 {
+				continue
+			}
+			seg := n.segments[iface]
+			if seg == nil {
+				unanswered++ // said when the interface failed to open
+				continue
+			}
+			if !containedIn(vip, subnets[iface]) {
+				unanswered++
+				n.reportOffSegment(s, vip, iface, subnets[iface])
+				continue
+			}
+			macs := map[string]net.HardwareAddr{}
+			var names []string
+			for _, node := range carriers {
+				if !hasFamily(node.ips, vip.Is4()) {
+					continue
+				}
+				if mac, ok := macOn(seg, subnets[iface], node); ok {
+					macs[node.name] = mac
+					names = append(names, node.name)
+				}
+			}
+			chosen := l2.Choose(vip, names)
+			n.reportUnanswered(s, vip, chosen == "")
+			if chosen == "" {
+				unanswered++
+				continue
+			}
+			tables[iface][vip] = macs[chosen]
+			count[[2]string{iface, chosen}]++
+		}
+	}
+	for vip := range n.vipL2 {
+		if !held[vip] {
+			delete(n.vipL2, vip)
+			delete(n.offSegment, vip)
+			delete(n.l2Stranded, vip)
+		}
+	}
+	for k := range n.l2Counted {
+		if count[k] == 0 {
+			l2VIPs.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	for k, c := range count {
+		l2VIPs.WithLabelValues(k[0], k[1]).Set(c)
+	}
+	n.l2Counted = count
+	l2VIPsUnanswered.Set(float64(unanswered))
+	return tables
+}
+
+// announcedBy is how a VIP reaches the network, and for layer 2 on which
+// interface: its pool's way; a VIP whose pool left the config keeps the
+// way it was announced. Callers hold n.mu.
+func (n *network) announcedBy(vip netip.Addr) (config.Announce, string) {
+	lb := &n.cfg.LoadBalancer
+	if name := n.alloc.PoolOf(vip); name != "" {
+		for i := range lb.Pools {
+			if p := &lb.Pools[i]; p.Name == name {
+				how := p.Announced(lb)
+				if how == config.AnnounceL2 && p.L2 != nil {
+					n.vipL2[vip] = p.L2.Interface
+					return how, p.L2.Interface
+				}
+				delete(n.vipL2, vip)
+				return how, ""
+			}
+		}
+	}
+	if iface, ok := n.vipL2[vip]; ok {
+		return config.AnnounceL2, iface
+	}
+	return lb.Announce, ""
+}
+
+// macOn is the hardware address a node is reached at on a segment: the
+// inventory's, the one seen there when it lists several; else the one
+// learned for the node's address in the segment's subnets.
+func macOn(seg segment, subnets []netip.Prefix, node eligibleNode) (net.HardwareAddr, bool) {
+	if len(node.macs) == 1 {
+		return node.macs[0], true
+	}
+	var learned net.HardwareAddr
+	for _, ip := range node.ips {
+		if containedIn(ip, subnets) {
+			if mac, ok := seg.Learned(ip); ok {
+				learned = mac
+				break
+			}
+		}
+	}
+	for _, m := range node.macs {
+		if bytes.Equal(m, learned) {
+			return m, true
+		}
+	}
+	if len(node.macs) > 0 {
+		return node.macs[0], true
+	}
+	return learned, learned != nil
+}
+
+func containedIn(ip netip.Addr, prefixes []netip.Prefix) bool {
+	for _, p := range prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasFamily(ips []netip.Addr, v4 bool) bool {
+	for _, ip := range ips {
+		if ip.Is4() == v4 {
+			return true
+		}
+	}
+	return false
+}
+
+// reportOffSegment tells a Service, once, that the leader cannot answer
+// for its VIP: the VIP is in no subnet of the pool's interface, so no
+// client on that segment would ask for it there. Callers hold n.mu.
+func (n *network) reportOffSegment(s *lbService, vip netip.Addr, iface string, subnets []netip.Prefix) {
+	if n.offSegment[vip] {
+		return
+	}
+	n.offSegment[vip] = true
+	klog.ErrorS(nil, "Layer 2 VIP is outside its interface's subnets; it is not answered", "service", s.namespace+"/"+s.name, "address", vip, "interface", iface, "subnets", subnets)
+	n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "VIPOutsideSegment",
+		"address %s is in no subnet of interface %s (%v) named by its pool's l2.interface; it is not answered there: give the pool addresses of that segment", vip, iface, subnets)
+}
+
+// reportUnanswered tells a Service, once, that no node can carry its VIP
+// on the segment. Callers hold n.mu.
+func (n *network) reportUnanswered(s *lbService, vip netip.Addr, unanswered bool) {
+	if unanswered == n.l2Stranded[vip] {
+		return
+	}
+	n.l2Stranded[vip] = unanswered
+	if !unanswered {
+		klog.InfoS("Layer 2 VIP has a node to carry it again", "service", s.namespace+"/"+s.name, "address", vip)
+		return
+	}
+	klog.ErrorS(nil, "Layer 2 VIP is not answered: no eligible node with a known hardware address", "service", s.namespace+"/"+s.name, "address", vip)
+	n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "VIPNotAnnounced",
+		"address %s is not answered: no Ready, initialised, healthy node that may carry it has an %s address and a known hardware address on the segment (inventory macAddresses, or its address answering there)", vip, familyName(vip))
+}
