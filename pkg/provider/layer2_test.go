@@ -66,7 +66,9 @@ func mustMAC(s string) net.HardwareAddr {
 	return hw
 }
 
-func (f *fakeSegment) Subnets() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")} }
+func (f *fakeSegment) Subnets() []netip.Prefix {
+	return []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}
+}
 func (f *fakeSegment) Learned(ip netip.Addr) (net.HardwareAddr, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -96,7 +98,9 @@ func l2Cloud(t *testing.T, count int) (*Cloud, *fakeSegment, *events) {
 	c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
 		ev.add(ref.Kind + " " + ref.Name + " " + reason + ": " + fmt.Sprintf(format, args...))
 	}
-	c.net.podEventf = func(_, reason, format string, args ...any) { ev.add("Pod " + reason + ": " + fmt.Sprintf(format, args...)) }
+	c.net.podEventf = func(_, reason, format string, args ...any) {
+		ev.add("Pod " + reason + ": " + fmt.Sprintf(format, args...))
+	}
 	seg := newFakeSegment()
 	open := openSegment
 	openSegment = func(ctx context.Context, _ string, _ func()) (segment, error) { seg.ctx = ctx; return seg, nil }
