@@ -145,9 +145,11 @@ CHAOSFLAGS ?=
 chaos: tools build
 	$(GO) test -count=1 -timeout 30m ./test/chaos/... $(if $(CHAOSFLAGS),-args $(CHAOSFLAGS))
 
-# Data path in network namespaces with FRR; needs root (installs frr).
-# The full size of the restart test: make e2e E2EFLAGS="-restart-services=1000 -restart-nodes=100"
+# Data path in network namespaces with FRR, and layer 2 pools on a bridge;
+# needs root (installs frr). The full size of the restart test:
+# make e2e E2EFLAGS="-restart-services=1000 -restart-nodes=100"
 e2e: tools build
+	$(GO) test -count=1 -timeout 10m ./test/l2/...
 	$(GO) test -count=1 -timeout 40m ./test/e2e/... $(if $(E2EFLAGS),-args $(E2EFLAGS))
 
 # A real cluster: kubeadm, kubelets, containerd, kube-proxy and pods in

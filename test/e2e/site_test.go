@@ -49,19 +49,10 @@ type node struct {
 const healthzPort = "10256"
 
 // startHealthz answers the CCM's health checks on the node, as its
-// kube-proxy would: 200 on /healthz.
-func (n *node) startHealthz() error {
-	l, err := n.ns.Listen("tcp", n.ip+":"+healthzPort)
-	if err != nil {
-		return fmt.Errorf("listening for health checks in %s: %w", n.name, err)
-	}
-	n.healthz = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" {
-			http.NotFound(w, r)
-		}
-	})}
-	go n.healthz.Serve(l)
-	return nil
+// kube-proxy would.
+func (n *node) startHealthz() (err error) {
+	n.healthz, err = n.ns.ServeHealthz(n.ip + ":" + healthzPort)
+	return err
 }
 
 // stopHealthz stops answering, as a node whose kube-proxy stopped.

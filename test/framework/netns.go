@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -162,4 +163,21 @@ func FreePortIn(name string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ServeHealthz answers health checks at addr inside the namespace as a
+// node's kube-proxy does: 200 on /healthz. Close the server to stop, as a
+// node whose kube-proxy stopped.
+func (n *Netns) ServeHealthz(addr string) (*http.Server, error) {
+	l, err := n.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for health checks in %s: %w", n.Name, err)
+	}
+	s := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+		}
+	})}
+	go s.Serve(l)
+	return s, nil
 }

@@ -2,12 +2,15 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -65,6 +68,7 @@ func TestManifestsApply(t *testing.T) {
 	}
 	checkLockedDown("the Deployment", d.Spec.Template.Spec)
 	checkMemory(t, "the Deployment", d.Spec.Template.Spec)
+	checkLayer2Patch(t, filepath.Join(deploy, "l2-patch.yaml"))
 	pod, err := suite.Cluster.Admin.CoreV1().Pods("kube-system").Get(ctx, "baremetal-cloud-controller-manager", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +92,33 @@ func TestManifestsApply(t *testing.T) {
 		if !strings.Contains(readFile(t, filepath.Join(deploy, "kubeadm", f)), "value: external") {
 			t.Errorf("deploy/kubeadm/%s does not run the kubelet with --cloud-provider=external", f)
 		}
+	}
+}
+
+// checkLayer2Patch applies deploy/l2-patch.yaml as the README says, on a
+// server-side dry run: the container runs as root with NET_RAW and no other
+// capability, and stays otherwise locked down.
+func checkLayer2Patch(t *testing.T, patch string) {
+	t.Helper()
+	out, err := suite.Cluster.Kubectl("-n", "kube-system", "patch", "deployment", "baremetal-cloud-controller-manager",
+		"--patch-file", patch, "--dry-run=server", "-o", "json")
+	if err != nil {
+		t.Fatalf("patching the Deployment with deploy/l2-patch.yaml: %v\n%s", err, out)
+	}
+	var d appsv1.Deployment
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	spec := d.Spec.Template.Spec
+	if sc := spec.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("with deploy/l2-patch.yaml the Pod does not run as root: %+v", spec.SecurityContext)
+	}
+	c := spec.Containers[0]
+	if caps := c.SecurityContext.Capabilities; caps == nil || !slices.Equal(caps.Add, []corev1.Capability{"NET_RAW"}) || !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("with deploy/l2-patch.yaml the capabilities are %+v, want NET_RAW alone", caps)
+	}
+	if !*c.SecurityContext.ReadOnlyRootFilesystem || *c.SecurityContext.AllowPrivilegeEscalation || len(spec.Containers) != 1 {
+		t.Errorf("deploy/l2-patch.yaml loosened more than the user and NET_RAW: %+v", c.SecurityContext)
 	}
 }
 

@@ -1,0 +1,254 @@
+package l2
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+var (
+	cluster   *framework.Cluster
+	ccmBinary string
+	seg       *segment
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "l2:", err); return 1 }
+	var err error
+	if ccmBinary, err = framework.BuildCCM(); err != nil {
+		return fail(err)
+	}
+	if cluster, err = framework.StartCluster(); err != nil {
+		return fail(err)
+	}
+	defer cluster.Stop()
+	if err := cluster.Install(); err != nil {
+		return fail(err)
+	}
+	if seg, err = buildSegment(cluster.AdminConfig.Host); err != nil {
+		return fail(err)
+	}
+	defer seg.teardown()
+	return m.Run()
+}
+
+// vipsOf is each Service's VIPs, IPv4 then IPv6.
+type vipsOf map[string][]string
+
+func (v vipsOf) all() []string {
+	var out []string
+	for _, ips := range v {
+		out = append(out, ips...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestLayer2 is the whole life of layer 2 VIPs on one segment: answered
+// by the leader with the chosen node's MAC, spread over the nodes, moved
+// off a dead node, and re-announced by the next leader.
+func TestLayer2(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range seg.nodes {
+		addrs := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip4}, {Type: v1.NodeInternalIP, Address: n.ip6}}
+		if err := framework.RegisterNode(ctx, cluster.Admin, n.name, "", true, addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := seg.startCCM(cluster, ccmBinary, seg.hosts[0], "ccm-cp1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := framework.StartReplica(t, first)
+	framework.WaitLeader(t, leader)
+	second, err := seg.startCCM(cluster, ccmBinary, seg.hosts[1], "ccm-cp2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby := framework.StartReplica(t, second)
+
+	vips := vipsOf{}
+	for i := range 8 {
+		name := fmt.Sprintf("web-%d", i)
+		framework.CreateLBService(t, cluster.Admin, "default", name, func(s *v1.Service) {
+			policy := v1.IPFamilyPolicyRequireDualStack
+			s.Spec.IPFamilyPolicy = &policy
+		})
+		vips[name] = framework.WaitIngress(t, cluster.Admin, "default", name, 2)
+	}
+	macs := map[string]string{}
+	for _, n := range seg.nodes {
+		macs[n.mac] = n.name
+	}
+
+	// where asks every VIP once and checks that the node that answered is
+	// the one whose MAC the client's kernel holds for it.
+	where := func(t *testing.T) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, vip := range vips.all() {
+			var name string
+			framework.Eventually(t, 10*time.Second, "an answer from "+vip, func() (bool, string) {
+				var err error
+				name, err = seg.ask(vip, time.Second)
+				return err == nil, fmt.Sprint(err)
+			})
+			mac, _ := seg.neighbour(vip)
+			if macs[mac] != name {
+				t.Errorf("%s: answered by %s, but the client holds %q (%s) for it", vip, name, mac, macs[mac])
+			}
+			out[vip] = name
+		}
+		return out
+	}
+
+	t.Run("each VIP is answered with one node's MAC and served there, over several nodes", func(t *testing.T) {
+		placed := where(t)
+		perNode := map[string]int{}
+		for _, n := range placed {
+			perNode[n]++
+		}
+		t.Logf("16 VIPs (8 IPv4 by ARP, 8 IPv6 by NDP) on nodes %v", perNode)
+		if len(perNode) < 2 {
+			t.Errorf("every VIP on %v; want them spread over the nodes", perNode)
+		}
+	})
+
+	t.Run("no answer for an address nobody holds, none from the standby", func(t *testing.T) {
+		for _, free := range []string{"10.249.0.222", "fd00:249::1fe"} {
+			if name, err := seg.ask(free, 2*time.Second); err == nil {
+				t.Errorf("%s, held by no Service, answered by %s", free, name)
+			}
+			if mac, state := seg.neighbour(free); mac != "" {
+				t.Errorf("the client holds %s (%s) for %s, held by no Service", mac, state, free)
+			}
+		}
+		if standby.LogContains("Answering ARP and NDP") {
+			t.Error("the standby answers ARP and NDP")
+		}
+	})
+
+	t.Run("a dead node's VIPs move within seconds, the client keeps connecting", func(t *testing.T) {
+		placed := where(t)
+		vip := vips["web-0"][0]
+		victim := seg.nodeNamed(placed[vip])
+		p := startProbes(vip)
+		time.Sleep(time.Second)
+		// The node dies: its link goes down, so its health check fails
+		// and frames to its MAC go nowhere.
+		died := time.Now()
+		if _, err := victim.ns.IP("link", "set", "eth0", "down"); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, 15*time.Second, vip+" served by another node", func() (bool, string) {
+			name, err := seg.ask(vip, 300*time.Millisecond)
+			return err == nil && name != victim.name, fmt.Sprintf("%q %v", name, err)
+		})
+		moved := time.Since(died)
+		time.Sleep(time.Second)
+		total, failed, gap := p.end()
+		t.Logf("%s left %s: served elsewhere %.2f s after the node died; %d of %d connections failed, longest gap %.2f s",
+			vip, victim.name, moved.Seconds(), failed, total, gap.Seconds())
+		if gap > 5*time.Second {
+			t.Errorf("the client could not connect for %.2f s; want the VIP moved within a few seconds", gap.Seconds())
+		}
+		after := where(t)
+		for v, n := range placed {
+			if n != victim.name && after[v] != n {
+				t.Errorf("%s moved from %s to %s, though %s is alive", v, n, after[v], n)
+			}
+			if after[v] == victim.name {
+				t.Errorf("%s still on the dead %s", v, victim.name)
+			}
+		}
+		if _, err := victim.ns.IP("link", "set", "eth0", "up"); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, 15*time.Second, victim.name+" carries its VIPs again", func() (bool, string) {
+			name, err := seg.ask(vip, 300*time.Millisecond)
+			return err == nil && name == victim.name, fmt.Sprintf("%q %v", name, err)
+		})
+	})
+
+	t.Run("the next leader corrects every client entry", func(t *testing.T) {
+		placed := where(t)
+		// Wrong entries for every VIP, as a client would hold after a
+		// change it missed: only announcements can correct them, as
+		// nothing is sent to the VIPs.
+		for _, vip := range vips.all() {
+			if _, err := seg.client.ns.IP("neigh", "replace", vip, "lladdr", "02:49:00:00:00:ee", "dev", "eth0", "nud", "stale"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		killed := time.Now()
+		leader.Kill()
+		framework.WaitLeader(t, standby)
+		led := time.Since(killed)
+		framework.Eventually(t, 20*time.Second, "every client entry naming its node again", func() (bool, string) {
+			var wrong []string
+			for _, vip := range vips.all() {
+				if mac, _ := seg.neighbour(vip); macs[mac] != placed[vip] {
+					wrong = append(wrong, fmt.Sprintf("%s at %s", vip, mac))
+				}
+			}
+			return len(wrong) == 0, strings.Join(wrong, ", ")
+		})
+		t.Logf("the standby led %.1f s after the leader was killed; every entry corrected %.1f s after the kill", led.Seconds(), time.Since(killed).Seconds())
+		where(t)
+	})
+}
+
+// probes connect to a VIP every 50 ms from the client.
+type probes struct {
+	mu      sync.Mutex
+	stop    chan struct{}
+	done    chan struct{}
+	total   int
+	failed  int
+	lastOK  time.Time
+	longest time.Duration
+}
+
+func startProbes(vip string) *probes {
+	p := &probes{stop: make(chan struct{}), done: make(chan struct{}), lastOK: time.Now()}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			_, err := seg.ask(vip, 300*time.Millisecond)
+			p.mu.Lock()
+			p.total++
+			if err != nil {
+				p.failed++
+			} else {
+				if gap := time.Since(p.lastOK); gap > p.longest {
+					p.longest = gap
+				}
+				p.lastOK = time.Now()
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+func (p *probes) end() (total, failed int, longest time.Duration) {
+	close(p.stop)
+	<-p.done
+	return p.total, p.failed, p.longest
+}
