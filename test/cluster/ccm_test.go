@@ -77,7 +77,12 @@ func ask(addr string) (pod, source string, err error) { return askWithin(addr, 3
 
 // askWithin is ask with a timeout for the connection and the answer.
 func askWithin(addr string, timeout time.Duration) (pod, source string, err error) {
-	c, err := lab.Client.Dial("tcp", addr, timeout)
+	return askFrom(lab.Client, addr, timeout)
+}
+
+// askFrom asks from the namespace ns.
+func askFrom(ns *framework.Netns, addr string, timeout time.Duration) (pod, source string, err error) {
+	c, err := ns.Dial("tcp", addr, timeout)
 	if err != nil {
 		return "", "", err
 	}

@@ -184,6 +184,9 @@ func TestCCMAsADeployment(t *testing.T) {
 
 	t.Run("upstream's LoadBalancer e2e specs", upstreamLoadBalancerE2E)
 
+	// Last: it patches the Deployment as the README says for layer 2 pools.
+	t.Run("layer 2 VIPs answered with the MAC of a worker that serves them", func(t *testing.T) { layer2VIPs(t, ns) })
+
 	noForbidden(t, ccmLogs(t, "baremetal-cloud-controller-manager-"))
 }
 

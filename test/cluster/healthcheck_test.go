@@ -176,10 +176,20 @@ func (n *Node) Freeze(t *testing.T) (thaw func()) {
 	}
 }
 
-// setHealthChecks switches the CCM's node health checks on or off by
-// editing its ConfigMap, and waits until the running replica has reloaded
-// it (the kubelet updates a mounted ConfigMap within its sync period).
+// setHealthChecks switches the CCM's node health checks on or off.
 func setHealthChecks(t *testing.T, on bool) {
+	t.Helper()
+	text := lab.CloudConfig()
+	if !on {
+		text = strings.Replace(text, "loadBalancer:\n", "loadBalancer:\n  healthCheck: {enabled: false}\n", 1)
+	}
+	setCloudConfig(t, text)
+}
+
+// setCloudConfig edits the CCM's ConfigMap, and waits until the running
+// replica has reloaded it (the kubelet updates a mounted ConfigMap within
+// its sync period).
+func setCloudConfig(t *testing.T, text string) {
 	t.Helper()
 	ctx := context.Background()
 	pods, err := lab.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: ccmSelector, FieldSelector: "status.phase=Running"})
@@ -189,10 +199,6 @@ func setHealthChecks(t *testing.T, on bool) {
 	pod := pods.Items[0].Name
 	reloads := func() int { return strings.Count(ccmLogs(t, pod), "Reloaded cloud config") }
 	before := reloads()
-	text := lab.CloudConfig()
-	if !on {
-		text = strings.Replace(text, "loadBalancer:\n", "loadBalancer:\n  healthCheck: {enabled: false}\n", 1)
-	}
 	cms := lab.Admin.CoreV1().ConfigMaps("kube-system")
 	cm, err := cms.Get(ctx, "baremetal-cloud-config", metav1.GetOptions{})
 	if err != nil {
