@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 
@@ -162,6 +163,11 @@ func TestLayer2AnswersEachVIPWithOneEligibleNode(t *testing.T) {
 	if len(perNode) != 3 {
 		t.Errorf("30 VIPs on nodes %v; want them spread over a, b and c (far is off the segment)", perNode)
 	}
+	for node, want := range perNode {
+		if v, err := testutil.GetGaugeMetricValue(l2VIPs.WithLabelValues("eth0", node)); err != nil || int(v) != want {
+			t.Errorf("baremetal_l2_vips{interface=eth0,node=%s} = %v (%v), want %d", node, v, err, want)
+		}
+	}
 	// The routed pool's VIP goes to BGP, the layer 2 ones do not.
 	paths := announcedVIPs(c)
 	if len(paths) != 1 || !strings.HasPrefix(paths[0], "10.1.0.") {
@@ -193,6 +199,9 @@ func TestLayer2VIPsOfALeavingNodeMoveAndOnlyThose(t *testing.T) {
 	}
 	if !ev.has("Service web-0 VIPNotAnnounced: address 192.168.1.") {
 		t.Errorf("no VIPNotAnnounced Event: %v", ev.all)
+	}
+	if v, err := testutil.GetGaugeMetricValue(l2VIPsUnanswered); err != nil || v != 30 {
+		t.Errorf("baremetal_l2_vips_unanswered = %v (%v), want 30", v, err)
 	}
 }
 
