@@ -119,12 +119,14 @@ func (n *network) openSegments(ctx context.Context) {
 			s.stop()
 			delete(n.segments, iface)
 			delete(n.segmentErrors, iface)
+			delete(n.segmentTried, iface)
 		}
 	}
 	var missing []string
 	for iface := range want {
-		if n.segments[iface] == nil {
+		if n.segments[iface] == nil && time.Since(n.segmentTried[iface]) >= l2Retry {
 			missing = append(missing, iface)
+			n.segmentTried[iface] = time.Now()
 		}
 	}
 	n.mu.Unlock()
@@ -141,6 +143,7 @@ func (n *network) openSegments(ctx context.Context) {
 			}
 		} else {
 			delete(n.segmentErrors, iface)
+			delete(n.segmentTried, iface)
 			n.segments[iface] = &openedSegment{segment: seg, stop: stop}
 			klog.InfoS("Answering ARP and NDP for layer 2 VIPs", "interface", iface)
 		}

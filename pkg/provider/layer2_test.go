@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -302,6 +303,9 @@ func TestLayer2InterfaceThatWillNotOpen(t *testing.T) {
 		return nil, errors.New("opening an ARP socket on eth0 (it needs CAP_NET_RAW): operation not permitted")
 	}
 	c.net.openSegments(context.Background())
+	c.net.mu.Lock()
+	c.net.segmentTried = map[string]time.Time{} // as if 10 s had passed
+	c.net.mu.Unlock()
 	c.net.openSegments(context.Background())
 	n := 0
 	for _, e := range ev.all {
@@ -314,6 +318,13 @@ func TestLayer2InterfaceThatWillNotOpen(t *testing.T) {
 	}
 	seg := newFakeSegment()
 	openSegment = func(context.Context, string, func()) (segment, error) { return seg, nil }
+	c.net.openSegments(context.Background())
+	if len(c.net.segments) != 0 {
+		t.Error("tried again at once, not after 10 s")
+	}
+	c.net.mu.Lock()
+	c.net.segmentTried = map[string]time.Time{}
+	c.net.mu.Unlock()
 	c.net.openSegments(context.Background())
 	c.net.convergeL2()
 	if len(seg.last()) != 2 {

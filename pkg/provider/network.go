@@ -83,13 +83,15 @@ type network struct {
 	held   bool
 
 	// The leader's layer 2 answers (layer2.go): the interfaces open, by
-	// name, and the errors said of those that would not open; l2kick asks
+	// name, the errors said of those that would not open and when each was
+	// last tried; l2kick asks
 	// for a convergence of their tables. vipL2 is the interface each layer
 	// 2 VIP was last answered on (kept for a VIP whose pool went);
 	// offSegment and l2Stranded are VIPs reported unanswerable, once;
 	// l2Counted the series of the per-node metric.
 	segments      map[string]*openedSegment
 	segmentErrors map[string]string
+	segmentTried  map[string]time.Time
 	l2kick        chan struct{}
 	vipL2         map[netip.Addr]string
 	offSegment    map[netip.Addr]bool
@@ -115,6 +117,7 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 
 		segments:      map[string]*openedSegment{},
 		segmentErrors: map[string]string{},
+		segmentTried:  map[string]time.Time{},
 		l2kick:        make(chan struct{}, 1),
 		vipL2:         map[netip.Addr]string{},
 		offSegment:    map[netip.Addr]bool{},
