@@ -2,6 +2,8 @@ package l2
 
 import (
 	"context"
+	"flag"
+	"path/filepath"
 	"fmt"
 	"os"
 	"sort"
@@ -19,6 +21,8 @@ var (
 	cluster   *framework.Cluster
 	ccmBinary string
 	seg       *segment
+
+	services = flag.Int("services", 8, "dual-stack Services on the segment (the README's full size: 1000)")
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -79,12 +83,14 @@ func TestLayer2(t *testing.T) {
 	standby := framework.StartReplica(t, second)
 
 	vips := vipsOf{}
-	for i := range 8 {
-		name := fmt.Sprintf("web-%d", i)
-		framework.CreateLBService(t, cluster.Admin, "default", name, func(s *v1.Service) {
+	for i := range *services {
+		framework.CreateLBService(t, cluster.Admin, "default", fmt.Sprintf("web-%d", i), func(s *v1.Service) {
 			policy := v1.IPFamilyPolicyRequireDualStack
 			s.Spec.IPFamilyPolicy = &policy
 		})
+	}
+	for i := range *services {
+		name := fmt.Sprintf("web-%d", i)
 		vips[name] = framework.WaitIngress(t, cluster.Admin, "default", name, 2)
 	}
 	macs := map[string]string{}
@@ -98,17 +104,17 @@ func TestLayer2(t *testing.T) {
 		t.Helper()
 		out := map[string]string{}
 		for _, vip := range vips.all() {
-			var name string
 			framework.Eventually(t, 10*time.Second, "an answer from "+vip, func() (bool, string) {
-				var err error
-				name, err = seg.ask(vip, time.Second)
+				name, err := seg.ask(vip, time.Second)
+				out[vip] = name
 				return err == nil, fmt.Sprint(err)
 			})
-			mac, _ := seg.neighbour(vip)
-			if macs[mac] != name {
-				t.Errorf("%s: answered by %s, but the client holds %q (%s) for it", vip, name, mac, macs[mac])
+		}
+		held, _ := seg.neighbours()
+		for vip, name := range out {
+			if macs[held[vip]] != name {
+				t.Errorf("%s: answered by %s, but the client holds %q (%s) for it", vip, name, held[vip], macs[held[vip]])
 			}
-			out[vip] = name
 		}
 		return out
 	}
@@ -119,19 +125,21 @@ func TestLayer2(t *testing.T) {
 		for _, n := range placed {
 			perNode[n]++
 		}
-		t.Logf("16 VIPs (8 IPv4 by ARP, 8 IPv6 by NDP) on nodes %v", perNode)
+		t.Logf("%d VIPs (%d IPv4 by ARP, %d IPv6 by NDP) on nodes %v", 2**services, *services, *services, perNode)
 		if len(perNode) < 2 {
 			t.Errorf("every VIP on %v; want them spread over the nodes", perNode)
 		}
 	})
 
 	t.Run("no answer for an address nobody holds, none from the standby", func(t *testing.T) {
-		for _, free := range []string{"10.249.0.222", "fd00:249::1fe"} {
+		// The pools' last addresses, which no Service gets below a
+		// thousand.
+		for _, free := range []string{"10.249.7.254", "fd00:249::1:fffe"} {
 			if name, err := seg.ask(free, 2*time.Second); err == nil {
 				t.Errorf("%s, held by no Service, answered by %s", free, name)
 			}
-			if mac, state := seg.neighbour(free); mac != "" {
-				t.Errorf("the client holds %s (%s) for %s, held by no Service", mac, state, free)
+			if held, states := seg.neighbours(); held[free] != "" {
+				t.Errorf("the client holds %s (%s) for %s, held by no Service", held[free], states[free], free)
 			}
 		}
 		if standby.LogContains("Answering ARP and NDP") {
@@ -186,10 +194,16 @@ func TestLayer2(t *testing.T) {
 		// Wrong entries for every VIP, as a client would hold after a
 		// change it missed: only announcements can correct them, as
 		// nothing is sent to the VIPs.
+		var batch strings.Builder
 		for _, vip := range vips.all() {
-			if _, err := seg.client.ns.IP("neigh", "replace", vip, "lladdr", "02:49:00:00:00:ee", "dev", "eth0", "nud", "stale"); err != nil {
-				t.Fatal(err)
-			}
+			fmt.Fprintf(&batch, "neigh replace %s lladdr 02:49:00:00:00:ee dev eth0 nud stale\n", vip)
+		}
+		file := filepath.Join(seg.dir, "wrong-entries")
+		if err := os.WriteFile(file, []byte(batch.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := seg.client.ns.IP("-batch", file); err != nil {
+			t.Fatal(err)
 		}
 		killed := time.Now()
 		leader.Kill()
@@ -197,10 +211,14 @@ func TestLayer2(t *testing.T) {
 		led := time.Since(killed)
 		framework.Eventually(t, 20*time.Second, "every client entry naming its node again", func() (bool, string) {
 			var wrong []string
+			held, _ := seg.neighbours()
 			for _, vip := range vips.all() {
-				if mac, _ := seg.neighbour(vip); macs[mac] != placed[vip] {
+				if mac := held[vip]; macs[mac] != placed[vip] {
 					wrong = append(wrong, fmt.Sprintf("%s at %s", vip, mac))
 				}
+			}
+			if len(wrong) > 5 {
+				wrong = append(wrong[:5], fmt.Sprintf("and %d more", len(wrong)-5))
 			}
 			return len(wrong) == 0, strings.Join(wrong, ", ")
 		})

@@ -19,9 +19,11 @@ import (
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
+// The segment is 10.249.0.0/16 and fd00:249::/64; its pool is a part of
+// each.
 const (
-	pool4 = "10.249.0.192/27"
-	pool6 = "fd00:249::100/120"
+	pool4 = "10.249.4.0/22"
+	pool6 = "fd00:249::1:0/112"
 )
 
 // station is a namespace with one interface, eth0, on the segment.
@@ -55,7 +57,7 @@ type node struct {
 }
 
 // buildSegment makes the segment: hosts .2 and .3, nodes .11 to .13 and a
-// client .99 in 10.249.0.0/24 and fd00:249::/64.
+// client .99 in 10.249.0.0/16 and fd00:249::/64.
 func buildSegment(apiServer string) (_ *segment, err error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("the layer 2 tests need root: they create network namespaces")
@@ -99,7 +101,7 @@ func buildSegment(apiServer string) (_ *segment, err error) {
 		}
 		st := &station{name: name, ns: ns, ip4: fmt.Sprintf("10.249.0.%d", last), ip6: fmt.Sprintf("fd00:249::%x", last),
 			mac: fmt.Sprintf("02:49:00:00:00:%02x", last)}
-		if err := framework.Veth(s.sw, "p-"+name, "", ns, "eth0", st.ip4+"/24"); err != nil {
+		if err := framework.Veth(s.sw, "p-"+name, "", ns, "eth0", st.ip4+"/16"); err != nil {
 			return nil, err
 		}
 		for _, args := range [][]string{
@@ -231,23 +233,30 @@ func (s *segment) cloudConfig() string {
 	return b.String()
 }
 
-// neighbour is the hardware address the client's kernel holds for ip, and
-// the entry's state ("" when it has none).
-func (s *segment) neighbour(ip string) (mac, state string) {
-	out, err := s.client.ns.IP("neigh", "show", ip, "dev", "eth0")
-	if err != nil {
-		return "", ""
-	}
-	f := strings.Fields(out)
-	for i, w := range f {
-		if w == "lladdr" && i+1 < len(f) {
-			mac = f[i+1]
+// neighbours are the hardware addresses the client's kernel holds, by
+// address, and the state of each entry (one listing for every VIP: at the
+// full size there are thousands).
+func (s *segment) neighbours() (macs, states map[string]string) {
+	macs, states = map[string]string{}, map[string]string{}
+	for _, family := range []string{"-4", "-6"} {
+		out, err := s.client.ns.IP(family, "neigh", "show", "dev", "eth0")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 {
+				continue
+			}
+			states[f[0]] = f[len(f)-1]
+			for i, w := range f {
+				if w == "lladdr" && i+1 < len(f) {
+					macs[f[0]] = f[i+1]
+				}
+			}
 		}
 	}
-	if len(f) > 0 {
-		state = f[len(f)-1]
-	}
-	return mac, state
+	return macs, states
 }
 
 // ask connects from the client and returns the name of the node that
