@@ -326,15 +326,8 @@ func (n *network) reportOffSegment(s *lbService, vip netip.Addr, iface string, s
 // reportUnanswered tells a Service, once, that no node can carry its VIP
 // on the segment. Callers hold n.mu.
 func (n *network) reportUnanswered(s *lbService, vip netip.Addr, unanswered bool) {
-	if unanswered == n.l2Stranded[vip] {
-		return
-	}
-	n.l2Stranded[vip] = unanswered
-	if !unanswered {
-		klog.InfoS("Layer 2 VIP has a node to carry it again", "service", s.namespace+"/"+s.name, "address", vip)
-		return
-	}
-	klog.ErrorS(nil, "Layer 2 VIP is not answered: no eligible node with a known hardware address", "service", s.namespace+"/"+s.name, "address", vip)
-	n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "VIPNotAnnounced",
-		"address %s is not answered: no Ready, initialised, healthy node that may carry it has an %s address and a known hardware address on the segment (inventory macAddresses, or its address answering there)", vip, familyName(vip))
+	n.sayOnce(n.l2Stranded, s, vip, unanswered, "Layer 2 VIP has a node to carry it again", "Layer 2 VIP is not answered: no eligible node with a known hardware address",
+		func() string {
+			return fmt.Sprintf("address %s is not answered: no Ready, initialised, healthy node that may carry it has an %s address and a known hardware address on the segment (inventory macAddresses, or its address answering there)", vip, familyName(vip))
+		})
 }

@@ -512,17 +512,26 @@ func (n *network) desiredPaths() []bgp.Announcement {
 // reportStranded tells a Service, once, that its VIP cannot be announced:
 // no eligible node has an address of its family. Callers hold n.mu.
 func (n *network) reportStranded(s *lbService, vip netip.Addr, stranded bool) {
-	if stranded == n.stranded[vip] {
+	n.sayOnce(n.stranded, s, vip, stranded, "VIP has next hops again", "VIP is not announced: no eligible node has an address of its family",
+		func() string {
+			return fmt.Sprintf("address %s is not announced: no Ready, initialised node that may carry traffic has an %s address", vip, familyName(vip))
+		})
+}
+
+// sayOnce tells a Service that its VIP is not announced (VIPNotAnnounced),
+// or logs that it is again, only when that changes: said records what was
+// said of each VIP; event is built only when it is said. Callers hold n.mu.
+func (n *network) sayOnce(said map[netip.Addr]bool, s *lbService, vip netip.Addr, bad bool, again, problem string, event func() string) {
+	if bad == said[vip] {
 		return
 	}
-	n.stranded[vip] = stranded
-	if !stranded {
-		klog.InfoS("VIP has next hops again", "service", s.namespace+"/"+s.name, "address", vip)
+	said[vip] = bad
+	if !bad {
+		klog.InfoS(again, "service", s.namespace+"/"+s.name, "address", vip)
 		return
 	}
-	klog.ErrorS(nil, "VIP is not announced: no eligible node has an address of its family", "service", s.namespace+"/"+s.name, "address", vip)
-	n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "VIPNotAnnounced",
-		"address %s is not announced: no Ready, initialised node that may carry traffic has an %s address", vip, familyName(vip))
+	klog.ErrorS(nil, problem, "service", s.namespace+"/"+s.name, "address", vip)
+	n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "VIPNotAnnounced", "%s", event())
 }
 
 // byFamily splits addresses into IPv4 (true) and IPv6 (false).

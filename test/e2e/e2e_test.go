@@ -29,30 +29,23 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, "e2e:", err); return 1 }
-	var err error
-	if ccmBinary, err = framework.BuildCCM(); err != nil {
-		return fail(err)
-	}
-	if cluster, err = framework.StartCluster(); err != nil {
-		return fail(err)
-	}
-	defer cluster.Stop()
-	if err := cluster.Install(); err != nil {
-		return fail(err)
-	}
-	if net1, err = buildSite(cluster.AdminConfig.Host); err != nil {
-		return fail(err)
-	}
-	defer net1.teardown()
-	for _, h := range net1.hosts {
-		h.kubeconfig, err = cluster.ServiceAccountKubeconfigVia(context.Background(), "kube-system", "baremetal-cloud-controller-manager",
-			fmt.Sprintf("https://127.0.0.1:%d", h.apiPort))
-		if err != nil {
-			return fail(err)
+	var suite *framework.Suite
+	return framework.RunSuiteWith(m, &suite, func(s *framework.Suite) (func(), error) {
+		cluster, ccmBinary = s.Cluster, s.Binary
+		var err error
+		if net1, err = buildSite(cluster.AdminConfig.Host); err != nil {
+			return nil, fmt.Errorf("e2e: %w", err)
 		}
-	}
-	return m.Run()
+		for _, h := range net1.hosts {
+			h.kubeconfig, err = cluster.ServiceAccountKubeconfigVia(context.Background(), "kube-system", "baremetal-cloud-controller-manager",
+				fmt.Sprintf("https://127.0.0.1:%d", h.apiPort))
+			if err != nil {
+				net1.teardown()
+				return nil, fmt.Errorf("e2e: %w", err)
+			}
+		}
+		return net1.teardown, nil
+	})
 }
 
 // startCCM starts a replica on the first control-plane host.

@@ -29,12 +29,25 @@ type Suite struct {
 // RunSuite sets up a Suite, runs the package's tests against it and
 // returns the exit code, for TestMain.
 func RunSuite(m *testing.M, suite **Suite) int {
+	return RunSuiteWith(m, suite, func(*Suite) (func(), error) { return func() {}, nil })
+}
+
+// RunSuiteWith is RunSuite with more set up around the Suite (a package's
+// network namespaces, say): setup runs after the Suite has started, and
+// the teardown it returns before the Suite stops.
+func RunSuiteWith(m *testing.M, suite **Suite, setup func(*Suite) (teardown func(), err error)) int {
 	s, err := startSuite()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer s.Cluster.Stop()
+	teardown, err := setup(s)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer teardown()
 	*suite = s
 	return m.Run()
 }

@@ -30,28 +30,20 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, "l2:", err); return 1 }
-	var err error
-	if ccmBinary, err = framework.BuildCCM(); err != nil {
-		return fail(err)
-	}
-	if cluster, err = framework.StartCluster(); err != nil {
-		return fail(err)
-	}
-	defer cluster.Stop()
-	if err := cluster.Install(); err != nil {
-		return fail(err)
-	}
-	if seg, err = buildSegment(cluster.AdminConfig.Host); err != nil {
-		return fail(err)
-	}
-	defer seg.teardown()
-	restore, err := roomForNeighbours(4 * *services)
-	if err != nil {
-		return fail(err)
-	}
-	defer restore()
-	return m.Run()
+	var suite *framework.Suite
+	return framework.RunSuiteWith(m, &suite, func(s *framework.Suite) (func(), error) {
+		cluster, ccmBinary = s.Cluster, s.Binary
+		var err error
+		if seg, err = buildSegment(cluster.AdminConfig.Host); err != nil {
+			return nil, fmt.Errorf("l2: %w", err)
+		}
+		restore, err := roomForNeighbours(4 * *services)
+		if err != nil {
+			seg.teardown()
+			return nil, fmt.Errorf("l2: %w", err)
+		}
+		return func() { restore(); seg.teardown() }, nil
+	})
 }
 
 // vipsOf is each Service's VIPs, IPv4 then IPv6.
