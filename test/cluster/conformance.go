@@ -49,6 +49,10 @@ func (l *Lab) RunE2E(focus, dir string, procs int, timeout time.Duration, out io
 		// (it waits out the whole timeout while any is not Ready).
 		"--allowed-not-ready-nodes=1",
 		"--system-pods-startup-timeout=1m",
+		// The schedulable nodes: the workers. Only ginkgo's first process
+		// would count them, and specs needing two nodes would skip
+		// themselves in the others.
+		fmt.Sprintf("--num-nodes=%d", len(l.Nodes)-1),
 		"--report-dir="+dir)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out, out
