@@ -63,7 +63,7 @@ func TestCCMAsADeployment(t *testing.T) {
 		return true, ""
 	})
 
-	t.Run("the kubernetes Service and cluster DNS from every node after kube-proxy restarts", func(t *testing.T) {
+	t.Run("the kubernetes Service and cluster DNS from every node, before and after kube-proxy crashes", func(t *testing.T) {
 		clusterServicesAfterKubeProxyRestarts(t)
 	})
 

@@ -125,14 +125,19 @@ func (n *Node) processesOf() []int {
 func (n *Node) kubeProxy(t *testing.T) int {
 	t.Helper()
 	for _, pid := range n.processesOf() {
-		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "kube-proxy" {
-			if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); ns == n.netnsID() {
-				return pid
-			}
+		if isKubeProxy(pid, n) {
+			return pid
 		}
 	}
 	t.Fatalf("no kube-proxy runs on %s", n.Name)
 	return 0
+}
+
+// isKubeProxy reports whether pid is a kube-proxy in the node's network.
+func isKubeProxy(pid int, n *Node) bool {
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	return strings.TrimSpace(string(comm)) == "kube-proxy" && ns == n.netnsID()
 }
 
 func (n *Node) netnsID() string {
