@@ -42,6 +42,12 @@ func layer2VIPs(t *testing.T, ns string) {
 	if err := os.WriteFile(path, []byte(patch), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// One control-plane node: the second replica is Pending, and a rolling
+	// update could never replace the running one beside it (the README
+	// says replicas: 1 there).
+	if out, err := lab.Kubectl("-n", "kube-system", "scale", "deployment", "baremetal-cloud-controller-manager", "--replicas=1"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
 	patched := time.Now()
 	if out, err := lab.Kubectl("-n", "kube-system", "patch", "deployment", "baremetal-cloud-controller-manager", "--patch-file", path); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -52,14 +58,16 @@ func layer2VIPs(t *testing.T, ns string) {
 		if err != nil {
 			return false, err.Error()
 		}
+		var seen []string
 		for _, p := range pods.Items {
 			if p.Spec.SecurityContext.RunAsUser != nil && *p.Spec.SecurityContext.RunAsUser == 0 &&
 				strings.Contains(ccmLogs(t, p.Name), "Answering ARP and NDP") {
 				leader = p.Name
 				return true, ""
 			}
+			seen = append(seen, fmt.Sprintf("%s %s", p.Name, p.Status.Phase))
 		}
-		return false, fmt.Sprintf("%d CCM Pods", len(pods.Items))
+		return false, fmt.Sprintf("CCM Pods %v", seen)
 	})
 	t.Logf("%s answers for layer 2 VIPs %s after the patch", leader, time.Since(patched).Round(time.Second))
 
