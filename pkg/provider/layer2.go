@@ -200,6 +200,7 @@ func (n *network) desiredL2() map[string]l2.Table {
 				n.reportOffSegment(s, vip, iface, subnets[iface])
 				continue
 			}
+			delete(n.offSegment, vip) // said again if it leaves the segment again
 			macs := map[string]net.HardwareAddr{}
 			var names []string
 			for _, node := range carriers {
