@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -130,6 +131,8 @@ func (n *network) openSegments(ctx context.Context) {
 		}
 	}
 	n.mu.Unlock()
+	var opened []segment
+	defer func() { n.learnFirst(opened) }()
 	for _, iface := range missing {
 		sctx, stop := context.WithCancel(ctx)
 		seg, err := openSegment(sctx, iface, n.announce)
@@ -145,11 +148,47 @@ func (n *network) openSegments(ctx context.Context) {
 			delete(n.segmentErrors, iface)
 			delete(n.segmentTried, iface)
 			n.segments[iface] = &openedSegment{segment: seg, stop: stop}
+			opened = append(opened, seg)
 			klog.InfoS("Answering ARP and NDP for layer 2 VIPs", "interface", iface)
 		}
 		n.mu.Unlock()
 	}
 }
+
+// learnFirst asks newly opened segments for the hardware addresses of the
+// ready nodes it must learn, and waits for them up to learnWait, so that a
+// new leader's first table already spreads the VIPs: without it they would
+// all go to the nodes the inventory gives a MAC, then move.
+func (n *network) learnFirst(segs []segment) {
+	if len(segs) == 0 {
+		return
+	}
+	n.mu.Lock()
+	ready := n.readyNodes()
+	n.mu.Unlock()
+	for deadline := time.Now().Add(learnWait); ; time.Sleep(learnWait / 10) {
+		missing := 0
+		for _, seg := range segs {
+			subnets := seg.Subnets()
+			for _, node := range ready {
+				if !slices.ContainsFunc(node.ips, func(ip netip.Addr) bool { return containedIn(ip, subnets) }) {
+					continue // not on this segment: nothing to learn
+				}
+				if _, ok := macOn(seg, subnets, node); !ok {
+					missing++
+				}
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
+// learnWait bounds how long a new leader waits for the nodes' hardware
+// addresses before its first answers; one that answers later is a
+// candidate from then on.
+const learnWait = time.Second
 
 // convergeL2 gives each open segment its table.
 func (n *network) convergeL2() {

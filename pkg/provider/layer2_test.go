@@ -49,8 +49,10 @@ type fakeSegment struct {
 	ctx     context.Context // ends when the segment is closed
 	mu      sync.Mutex
 	learned map[netip.Addr]net.HardwareAddr
-	asked   []netip.Addr
-	tables  []l2.Table
+	// answering are nodes that answer only once asked.
+	answering map[netip.Addr]net.HardwareAddr
+	asked     []netip.Addr
+	tables    []l2.Table
 }
 
 func newFakeSegment() *fakeSegment {
@@ -76,6 +78,12 @@ func (f *fakeSegment) Learned(ip netip.Addr) (net.HardwareAddr, bool) {
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, ip)
 	mac, ok := f.learned[ip]
+	if !ok && f.answering[ip] != nil {
+		// The node answers the question a moment later.
+		mac := f.answering[ip]
+		delete(f.answering, ip)
+		time.AfterFunc(50*time.Millisecond, func() { f.mu.Lock(); f.learned[ip] = mac; f.mu.Unlock() })
+	}
 	return mac, ok
 }
 func (f *fakeSegment) Set(t l2.Table) { f.mu.Lock(); f.tables = append(f.tables, t); f.mu.Unlock() }
@@ -358,5 +366,32 @@ func TestLayer2VIPOfARemovedPoolIsStillAnswered(t *testing.T) {
 	}
 	if paths := announcedVIPs(c); len(paths) != 1 {
 		t.Errorf("BGP paths %v, want only the routed VIP", paths)
+	}
+}
+
+// A new leader's first table already names the nodes it learns: asked at
+// once, they answer within the wait. Without it every VIP would first go
+// to the nodes the inventory gives a MAC, then move.
+func TestLayer2FirstTableWaitsForLearnedNodes(t *testing.T) {
+	c, _, _ := l2Cloud(t, 0)
+	for i := range 30 {
+		ensure(t, c, svcNamed("ns", fmt.Sprintf("web-%d", i)))
+	}
+	seg := newFakeSegment()
+	b := netip.MustParseAddr("192.168.1.12")
+	seg.answering = map[netip.Addr]net.HardwareAddr{b: seg.learned[b]}
+	delete(seg.learned, b)
+	c.net.mu.Lock()
+	c.net.segments = map[string]*openedSegment{}
+	c.net.mu.Unlock()
+	openSegment = func(context.Context, string, func()) (segment, error) { return seg, nil }
+	c.net.openSegments(context.Background())
+	c.net.convergeL2()
+	perNode := map[string]int{}
+	for _, n := range answers(t, seg.tables[0]) {
+		perNode[n]++
+	}
+	if perNode["b"] == 0 {
+		t.Errorf("the first table puts no VIP on b, whose MAC answers within the wait: %v", perNode)
 	}
 }
