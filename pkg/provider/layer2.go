@@ -218,6 +218,17 @@ func (n *network) desiredL2() map[string]l2.Table {
 		subnets[iface] = s.Subnets()
 	}
 	ready := n.healthy(n.readyNodes())
+	// Each node's MAC on each segment, found once per convergence, not
+	// once per VIP: asking the segment takes its lock.
+	nodeMACs := map[string]map[string]net.HardwareAddr{}
+	for iface, seg := range n.segments {
+		nodeMACs[iface] = map[string]net.HardwareAddr{}
+		for _, node := range ready {
+			if mac, ok := macOn(seg, subnets[iface], node); ok {
+				nodeMACs[iface][node.name] = mac
+			}
+		}
+	}
 	held := map[netip.Addr]bool{}
 	count := map[[2]string]float64{}
 	unanswered := 0
@@ -229,8 +240,7 @@ func (n *network) desiredL2() map[string]l2.Table {
 			if how != config.AnnounceL2 {
 				continue
 			}
-			seg := n.segments[iface]
-			if seg == nil {
+			if n.segments[iface] == nil {
 				unanswered++ // said when the interface failed to open
 				continue
 			}
@@ -240,14 +250,9 @@ func (n *network) desiredL2() map[string]l2.Table {
 				continue
 			}
 			delete(n.offSegment, vip) // said again if it leaves the segment again
-			macs := map[string]net.HardwareAddr{}
 			var names []string
 			for _, node := range carriers {
-				if !hasFamily(node.ips, vip.Is4()) {
-					continue
-				}
-				if mac, ok := macOn(seg, subnets[iface], node); ok {
-					macs[node.name] = mac
+				if _, ok := nodeMACs[iface][node.name]; ok && hasFamily(node.ips, vip.Is4()) {
 					names = append(names, node.name)
 				}
 			}
@@ -257,7 +262,7 @@ func (n *network) desiredL2() map[string]l2.Table {
 				unanswered++
 				continue
 			}
-			tables[iface][vip] = macs[chosen]
+			tables[iface][vip] = nodeMACs[iface][chosen]
 			count[[2]string{iface, chosen}]++
 		}
 	}
