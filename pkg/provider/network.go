@@ -478,10 +478,10 @@ func (n *network) desiredPaths() []bgp.Announcement {
 			hops = byFamily(n.nextHops(s, ready))
 		}
 		for _, vip := range n.alloc.Addresses(key) {
+			seen[vip] = true
 			if how, _ := n.announcedBy(vip); how != config.AnnounceBGP {
 				continue
 			}
-			seen[vip] = true
 			a, inPool := attrs[n.alloc.PoolOf(vip)]
 			if inPool {
 				n.vipAttrs[vip] = a
@@ -503,6 +503,13 @@ func (n *network) desiredPaths() []bgp.Announcement {
 		if !seen[vip] {
 			delete(n.vipAttrs, vip)
 			delete(n.stranded, vip)
+		}
+	}
+	// announcedBy remembers layer 2 VIPs on every replica; a standby,
+	// which runs no desiredL2, forgets them here once they are gone.
+	for vip := range n.vipL2 {
+		if !seen[vip] {
+			delete(n.vipL2, vip)
 		}
 	}
 	vipsWithoutNextHops.Set(float64(unannounced))
