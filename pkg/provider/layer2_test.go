@@ -14,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
@@ -128,13 +127,7 @@ func l2Cloud(t *testing.T, count int) (*Cloud, *fakeSegment, *events) {
 
 func withSlices(t *testing.T, c *Cloud, slices ...*discoveryv1.EndpointSlice) {
 	t.Helper()
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, s := range slices {
-		if err := idx.Add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.net.slices = discoverylisters.NewEndpointSliceLister(idx)
+	c.net.slices = discoverylisters.NewEndpointSliceLister(namespacedIndex(t, slices))
 }
 
 // answers is the table as VIP → node name.

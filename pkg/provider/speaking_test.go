@@ -43,13 +43,19 @@ func lbWithStatus(name string, created time.Time, vip string) *v1.Service {
 
 func withServices(t *testing.T, c *Cloud, svcs ...*v1.Service) {
 	t.Helper()
+	c.net.svcs = corelisters.NewServiceLister(namespacedIndex(t, svcs))
+}
+
+// namespacedIndex is an informer's index holding objs, by namespace.
+func namespacedIndex[T any](t *testing.T, objs []T) cache.Indexer {
+	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, s := range svcs {
-		if err := idx.Add(s); err != nil {
+	for _, o := range objs {
+		if err := idx.Add(o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.net.svcs = corelisters.NewServiceLister(idx)
+	return idx
 }
 
 // announcedVIPs is each VIP the network wants announced, with its next hops.
