@@ -452,7 +452,7 @@ func (a *Allocator) pick(p *pool, req Request, have map[Family]netip.Addr) (map[
 		}
 		addr, ok := a.free(p, f, req)
 		if !ok {
-			return nil, fmt.Errorf("pool %q has no free %s address (all %s in use)", p.Name, f, p.size(f))
+			return nil, fmt.Errorf("pool %q has no free %s address (all %s in use)", p.Name, f, p.size(f).String())
 		}
 		out[f] = addr
 	}
@@ -499,9 +499,9 @@ func buggy(a netip.Addr) bool {
 	return last == 0 || last == 255
 }
 
-// size is how many addresses of family f the pool hands out, for
-// messages: those avoidBuggyIPs skips are not counted.
-func (p *pool) size(f Family) string {
+// size is how many addresses of family f the pool hands out: those
+// avoidBuggyIPs skips are not counted.
+func (p *pool) size(f Family) *big.Int {
 	total := new(big.Int)
 	for _, r := range p.ranges {
 		if FamilyOf(r.First) != f {
@@ -516,7 +516,48 @@ func (p *pool) size(f Family) string {
 			total.Sub(total, big.NewInt(endingIn(lo, hi, 0)+endingIn(lo, hi, 255)))
 		}
 	}
-	return total.String()
+	return total
+}
+
+// PoolUsage is how many addresses of one family a pool hands out (Size; an
+// IPv6 pool's may exceed what a float64 holds exactly) and how many of
+// them Services hold (Used; a shared address counts once).
+type PoolUsage struct {
+	Pool   string
+	Family Family
+	Size   float64
+	Used   int
+}
+
+// Free is what is left to hand out. An address a Service asked for by
+// name may be one avoidBuggyIPs skips, so Used can pass Size.
+func (u PoolUsage) Free() float64 {
+	return max(u.Size-float64(u.Used), 0)
+}
+
+// Usage reports each pool's families in the config's order of pools.
+func (a *Allocator) Usage() []PoolUsage {
+	used := map[*pool]map[Family]int{}
+	for addr := range a.owners {
+		if p := a.poolOf(addr); p != nil {
+			if used[p] == nil {
+				used[p] = map[Family]int{}
+			}
+			used[p][FamilyOf(addr)]++
+		}
+	}
+	var out []PoolUsage
+	for _, p := range a.pools {
+		for _, f := range []Family{IPv4, IPv6} {
+			size := p.size(f)
+			if size.Sign() == 0 {
+				continue
+			}
+			total, _ := size.Float64()
+			out = append(out, PoolUsage{Pool: p.Name, Family: f, Size: total, Used: used[p][f]})
+		}
+	}
+	return out
 }
 
 // endingIn counts the n in [lo, hi] with n%256 == r.

@@ -377,3 +377,39 @@ func TestShareRefusalsSayWhy(t *testing.T) {
 		t.Errorf("another namespace's Service is told %v", r)
 	}
 }
+
+// Usage counts what a pool hands out (not the addresses avoidBuggyIPs
+// skips), a shared address once, and IPv6 ranges too big for an int.
+func TestUsage(t *testing.T) {
+	a := New(pools(t, `
+  - {name: small, addresses: [192.0.2.0/24], avoidBuggyIPs: true}
+  - {name: dual, addresses: [198.51.100.0/30, "2001:db8::/64"]}
+`))
+	for _, svc := range []string{"a", "b"} {
+		req := v4(svc)
+		req.SharingKey = "k"
+		req.Ports = []Port{{"TCP", int32(len(svc)) + int32(svc[0])}}
+		if _, err := a.Allocate(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dual := Request{Service: "default/d", Namespace: "default", Pool: "dual", Families: []Family{IPv4, IPv6}, Ports: []Port{{"TCP", 80}}}
+	if _, err := a.Allocate(dual); err != nil {
+		t.Fatal(err)
+	}
+	want := []PoolUsage{
+		{Pool: "small", Family: IPv4, Size: 254, Used: 1},
+		{Pool: "dual", Family: IPv4, Size: 4, Used: 1},
+		{Pool: "dual", Family: IPv6, Size: 1 << 64, Used: 1},
+	}
+	if got := a.Usage(); !slices.Equal(got, want) {
+		t.Errorf("usage = %+v\nwant %+v", got, want)
+	}
+	if free := want[0].Free(); free != 253 {
+		t.Errorf("free = %v, want 253", free)
+	}
+	a.Release("default/d")
+	if got := a.Usage(); got[1].Used != 0 || got[2].Used != 0 {
+		t.Errorf("after a release: %+v", got)
+	}
+}

@@ -71,6 +71,7 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 		etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
 	}
 	refusals := n.alloc.ShareRefusals(req)
+	n.countPools()
 	n.mu.Unlock()
 	if len(refusals) > 0 {
 		c.eventf(svc, v1.EventTypeWarning, "SharingRefused", "sharing key %q: this Service got an address of its own, as it may not share: %v", req.SharingKey, errors.Join(refusals...))
@@ -117,6 +118,7 @@ func (c *Cloud) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1
 	vips := n.alloc.Addresses(key)
 	n.alloc.Release(key)
 	delete(n.services, key)
+	n.countPools()
 	n.mu.Unlock()
 	if len(vips) > 0 {
 		klog.InfoS("Load balancer deleted", "service", klog.KObj(svc), "addresses", vips)

@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
@@ -287,5 +288,61 @@ func TestUpdatingADeletedLoadBalancerDoesNotRecreateIt(t *testing.T) {
 	}
 	if _, exists, err := c.GetLoadBalancer(ctx, "", svc); err != nil || exists {
 		t.Errorf("GetLoadBalancer: exists %v, error %v; want no load balancer", exists, err)
+	}
+}
+
+// baremetal_pool_addresses follows allocations and releases, and a pool
+// that leaves the config leaves the metric.
+func TestPoolAddressesMetric(t *testing.T) {
+	c, _ := lbCloud(t, `  - {name: spare, addresses: ["10.9.0.0/30", "2001:db8::/126"], autoAssign: false}`)
+	gauge := func(pool, family, state string) float64 {
+		t.Helper()
+		v, err := testutil.GetGaugeMetricValue(poolAddresses.WithLabelValues(pool, family, state))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	check := func(when string, want map[[3]string]float64) {
+		t.Helper()
+		for k, w := range want {
+			if got := gauge(k[0], k[1], k[2]); got != w {
+				t.Errorf("%s: baremetal_pool_addresses{pool=%q,family=%q,state=%q} = %v, want %v", when, k[0], k[1], k[2], got, w)
+			}
+		}
+	}
+	check("at start", map[[3]string]float64{
+		{"private", "IPv4", "used"}: 0, {"private", "IPv4", "free"}: 16,
+		{"spare", "IPv4", "free"}: 4, {"spare", "IPv6", "free"}: 4,
+	})
+	for i := range 3 {
+		ensure(t, c, svcNamed("ns", fmt.Sprint("s", i)))
+	}
+	check("three Services", map[[3]string]float64{{"private", "IPv4", "used"}: 3, {"private", "IPv4", "free"}: 13})
+	if err := c.EnsureLoadBalancerDeleted(context.Background(), "", svcNamed("ns", "s1")); err != nil {
+		t.Fatal(err)
+	}
+	check("one deleted", map[[3]string]float64{{"private", "IPv4", "used"}: 2, {"private", "IPv4", "free"}: 14})
+
+	reloadWith(t, c, "")
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var series []string
+	for _, mf := range families {
+		if mf.GetName() != "baremetal_pool_addresses" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pool" {
+					series = append(series, l.GetValue())
+				}
+			}
+		}
+	}
+	if slices.Contains(series, "spare") {
+		t.Errorf("after pool spare left the config its series remain: %v", series)
 	}
 }

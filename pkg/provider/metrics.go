@@ -30,7 +30,7 @@ var (
 func configLoaded(ok bool) {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing,
-			l2VIPs, l2VIPsUnanswered, l2Replies, l2Announcements)
+			l2VIPs, l2VIPsUnanswered, l2Replies, l2Announcements, poolAddresses)
 	})
 	if ok {
 		configReloads.WithLabelValues("success").Inc()
@@ -84,6 +84,12 @@ var (
 		Help:           "1 while every serving node fails its health checks at once and the last good next hops are kept (the prober is likely cut off), else 0.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	poolAddresses = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_pool",
+		Name:           "addresses",
+		Help:           "Addresses of each load-balancer pool and family, by state: used (held by Services; a shared address counts once) or free (left to hand out; addresses avoidBuggyIPs skips are not counted).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"pool", "family", "state"})
 	announcedPaths = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_bgp",
 		Name:           "announced_paths",

@@ -97,6 +97,10 @@ type network struct {
 	offSegment    map[netip.Addr]bool
 	l2Stranded    map[netip.Addr]bool
 	l2Counted     map[[2]string]float64
+
+	// poolSeries are the pool and family of each series of
+	// baremetal_pool_addresses, to delete those of a pool that went.
+	poolSeries map[[2]string]bool
 }
 
 func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
@@ -122,11 +126,13 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 		vipL2:         map[netip.Addr]string{},
 		offSegment:    map[netip.Addr]bool{},
 		l2Stranded:    map[netip.Addr]bool{},
+		poolSeries:    map[[2]string]bool{},
 
 		podEventf: func(string, string, string, ...any) {},
 		health:    health.New(healthSettings(cfg.LoadBalancer.HealthCheck), nil),
 	}
 	n.health.OnRound = n.healthRound
+	n.countPools()
 	return n
 }
 
@@ -345,6 +351,7 @@ func (n *network) derive(leading bool) {
 			etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal}
 	}
 	n.alloc, n.services = alloc, services
+	n.countPools()
 	n.routes = n.derivedRoutes()
 	if leading {
 		klog.InfoS("Rebuilt load-balancer allocations from Service status", "services", len(services), "routes", len(n.routes))
@@ -359,9 +366,29 @@ func (n *network) reload(ctx context.Context, cfg *config.Config, inv *inventory
 	n.cfg, n.inv = cfg, inv
 	n.health.SetSettings(healthSettings(cfg.LoadBalancer.HealthCheck))
 	n.warnOutsidePools(n.alloc.SetPools(cfg.LoadBalancer.Pools))
+	n.countPools()
 	n.mu.Unlock()
 	n.setPeers(ctx)
 	n.announce()
+}
+
+// countPools sets baremetal_pool_addresses to what the allocator holds.
+// Callers hold n.mu.
+func (n *network) countPools() {
+	now := map[[2]string]bool{}
+	for _, u := range n.alloc.Usage() {
+		family := u.Family.String()
+		poolAddresses.WithLabelValues(u.Pool, family, "used").Set(float64(u.Used))
+		poolAddresses.WithLabelValues(u.Pool, family, "free").Set(u.Free())
+		now[[2]string{u.Pool, family}] = true
+	}
+	for series := range n.poolSeries {
+		if !now[series] {
+			poolAddresses.DeleteLabelValues(series[0], series[1], "used")
+			poolAddresses.DeleteLabelValues(series[0], series[1], "free")
+		}
+	}
+	n.poolSeries = now
 }
 
 // warnOutsidePools tells the Services whose address a pool edit left
