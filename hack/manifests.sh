@@ -1,0 +1,29 @@
+#!/bin/sh
+# deploy/rbac.yaml, deploy/deployment.yaml and
+# deploy/load-balancer-finalizer.yaml are the Helm chart rendered with its
+# default values, so that the chart and the plain manifests cannot part.
+#   hack/manifests.sh          writes them
+#   hack/manifests.sh --check  fails if they differ from the chart
+set -eu
+cd "$(dirname "$0")/.."
+helm=hack/tools/bin/helm
+chart=deploy/chart/baremetal-cloud-controller-manager
+out=deploy
+if [ "${1:-}" = --check ]; then
+	out=$(mktemp -d)
+	trap 'rm -rf "$out"' EXIT
+fi
+for f in rbac deployment load-balancer-finalizer; do
+	{
+		echo "# Rendered from $chart by 'make manifests'; edit the chart, not this file."
+		"$helm" template baremetal-cloud-controller-manager "$chart" --namespace kube-system --show-only "templates/$f.yaml"
+	} >"$out/$f.yaml"
+done
+if [ "${1:-}" = --check ]; then
+	for f in rbac deployment load-balancer-finalizer; do
+		if ! diff -u "deploy/$f.yaml" "$out/$f.yaml"; then
+			echo "deploy/$f.yaml is not what the chart renders: run make manifests" >&2
+			exit 1
+		fi
+	done
+fi
