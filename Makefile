@@ -27,7 +27,7 @@ LDFLAGS := -s -w \
 # "context deadline exceeded" and no failing input (go.dev/issue/75804).
 FUZZTIME ?= 40000x
 
-.PHONY: all build tools node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image
+.PHONY: all build tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image
 
 all: build
 
@@ -49,6 +49,18 @@ $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kubeadm: hack/tool
 
 $(TOOLS_BIN)/etcd: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
 	cd hack/tools && CGO_ENABLED=0 $(GO) build -o bin/etcd ./etcd
+
+# Helm, from its Go module (its own go.mod: it pins the k8s.io modules it
+# was released with).
+HELM := $(TOOLS_BIN)/helm
+$(HELM): hack/helm/go.mod hack/helm/go.sum
+	cd hack/helm && CGO_ENABLED=0 $(GO) build -ldflags '-s -w -X helm.sh/helm/v4/internal/version.version=v4.3.2' -o ../tools/bin/helm helm.sh/helm/v4/cmd/helm
+
+# deploy/rbac.yaml, deployment.yaml and load-balancer-finalizer.yaml are
+# the chart (deploy/chart) rendered with its defaults; after editing the
+# chart, write them again. The integration tests fail while they differ.
+manifests: $(HELM)
+	hack/manifests.sh
 
 # The node stack of the real-cluster tests, in one go build so that the
 # packages they share are built once; a no-op once built.
@@ -137,7 +149,7 @@ BENCHFLAGS ?=
 bench: tools build
 	$(GO) run ./test/perf $(BENCHFLAGS)
 
-integration: tools build
+integration: tools build $(HELM)
 	$(GO) test -count=1 -timeout 20m ./test/framework/ ./test/speaker/ ./test/integration/...
 
 # Restarts, failover, API outage, peer restarts, bad input; full size:

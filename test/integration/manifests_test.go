@@ -109,16 +109,22 @@ func checkLayer2Patch(t *testing.T, patch string) {
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
 		t.Fatal(err)
 	}
-	spec := d.Spec.Template.Spec
+	checkLayer2Pod(t, "with deploy/l2-patch.yaml", d.Spec.Template.Spec)
+}
+
+// checkLayer2Pod: root with NET_RAW and no other capability, otherwise as
+// locked down as without layer 2.
+func checkLayer2Pod(t *testing.T, what string, spec corev1.PodSpec) {
+	t.Helper()
 	if sc := spec.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
-		t.Errorf("with deploy/l2-patch.yaml the Pod does not run as root: %+v", spec.SecurityContext)
+		t.Errorf("%s the Pod does not run as root: %+v", what, spec.SecurityContext)
 	}
 	c := spec.Containers[0]
 	if caps := c.SecurityContext.Capabilities; caps == nil || !slices.Equal(caps.Add, []corev1.Capability{"NET_RAW"}) || !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) {
-		t.Errorf("with deploy/l2-patch.yaml the capabilities are %+v, want NET_RAW alone", caps)
+		t.Errorf("%s the capabilities are %+v, want NET_RAW alone", what, caps)
 	}
 	if !*c.SecurityContext.ReadOnlyRootFilesystem || *c.SecurityContext.AllowPrivilegeEscalation || len(spec.Containers) != 1 {
-		t.Errorf("deploy/l2-patch.yaml loosened more than the user and NET_RAW: %+v", c.SecurityContext)
+		t.Errorf("%s more was loosened than the user and NET_RAW: %+v", what, c.SecurityContext)
 	}
 }
 
