@@ -27,34 +27,39 @@ LDFLAGS := -s -w \
 # "context deadline exceeded" and no failing input (go.dev/issue/75804).
 FUZZTIME ?= 40000x
 
-.PHONY: all build tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image
+.PHONY: all build control-plane tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/baremetal-cloud-controller-manager
 
-# The test control plane, built from Go modules (hack/tools/go.mod); a no-op
-# once built.
-TOOLS := $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/etcd $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kubeadm
-tools: $(TOOLS)
+# The test control plane, built from Go modules (hack/tools/go.mod), and
+# the clients the tests use; a no-op once built. Each group is one go
+# build, which shares the packages its binaries have in common.
+CONTROL_PLANE := $(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/etcd
+CLIENTS := $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kubeadm
+control-plane: $(CONTROL_PLANE)
+tools: $(CONTROL_PLANE) $(CLIENTS)
 
 # They report the release they are built from (kubeadm checks the versions
 # of what it runs against its own).
-TOOLS_LDFLAGS := -ldflags '-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean'
+# -trimpath and CGO_ENABLED=0 as the CCM's build: the packages they have in
+# common with it (most of k8s.io) are then compiled once for all of them.
+TOOLS_LDFLAGS := -trimpath -ldflags '-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean'
 
 # Static, as the same binaries go into the real-cluster tests' images.
-$(TOOLS_BIN)/kube-apiserver $(TOOLS_BIN)/kubectl $(TOOLS_BIN)/kubeadm: hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && CGO_ENABLED=0 $(GO) build $(TOOLS_LDFLAGS) -o bin/ k8s.io/kubernetes/cmd/$(notdir $@)
+$(CONTROL_PLANE) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
+	cd hack/tools && CGO_ENABLED=0 $(GO) build $(TOOLS_LDFLAGS) -o bin/ k8s.io/kubernetes/cmd/kube-apiserver ./etcd
 
-$(TOOLS_BIN)/etcd: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
-	cd hack/tools && CGO_ENABLED=0 $(GO) build -o bin/etcd ./etcd
+$(CLIENTS) &: hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && CGO_ENABLED=0 $(GO) build $(TOOLS_LDFLAGS) -o bin/ $(addprefix k8s.io/kubernetes/cmd/,$(notdir $(CLIENTS)))
 
 # Helm, from its Go module (its own go.mod: it pins the k8s.io modules it
 # was released with).
 HELM := $(TOOLS_BIN)/helm
 $(HELM): hack/helm/go.mod hack/helm/go.sum
-	cd hack/helm && CGO_ENABLED=0 $(GO) build -ldflags '-s -w -X helm.sh/helm/v4/internal/version.version=v4.3.2' -o ../tools/bin/helm helm.sh/helm/v4/cmd/helm
+	cd hack/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X helm.sh/helm/v4/internal/version.version=v4.3.2' -o ../tools/bin/helm helm.sh/helm/v4/cmd/helm
 
 # deploy/rbac.yaml, deployment.yaml and load-balancer-finalizer.yaml are
 # the chart (deploy/chart) rendered with its defaults; after editing the
@@ -125,7 +130,7 @@ E2E_TOOLS := $(TOOLS_BIN)/e2e.test $(TOOLS_BIN)/ginkgo $(TOOLS_BIN)/agnhost
 e2e-tools: $(E2E_TOOLS) $(IMAGES_DIR)/agnhost.tar
 
 $(TOOLS_BIN)/ginkgo $(TOOLS_BIN)/agnhost &: hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && CGO_ENABLED=0 $(GO) build -o bin/ github.com/onsi/ginkgo/v2/ginkgo k8s.io/kubernetes/test/images/agnhost
+	cd hack/tools && CGO_ENABLED=0 $(GO) build -trimpath -o bin/ github.com/onsi/ginkgo/v2/ginkgo k8s.io/kubernetes/test/images/agnhost
 
 $(TOOLS_BIN)/e2e.test: hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && CGO_ENABLED=0 $(GO) test -c $(TOOLS_LDFLAGS) -o bin/e2e.test k8s.io/kubernetes/test/e2e
@@ -169,7 +174,7 @@ e2e: tools build
 # network namespaces, the CCM run from deploy/ as a Deployment and as a
 # static pod; needs root (installs runc, nftables, CNI plugins).
 CLUSTERFLAGS ?=
-cluster-test: tools node-tools cluster-images e2e-tools
+cluster-test: tools $(HELM) node-tools cluster-images e2e-tools
 	$(GO) test -count=1 -timeout 60m ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
 
 # Upstream's LoadBalancer e2e suite ([Feature:LoadBalancer]) against the
@@ -197,8 +202,9 @@ fuzz:
 
 test: lint unit fuzz integration chaos e2e cluster-test
 
-demo: tools build
-	$(GO) run ./hack/demo
+# Needs root to install gobgpd (Debian's) when it is missing.
+demo: control-plane build
+	CGO_ENABLED=0 $(GO) run -trimpath ./hack/demo
 
 # The image without Docker: the Dockerfile's content (the static binary, user
 # nonroot, no shell) as a tarball for `ctr images import` or `docker load`.

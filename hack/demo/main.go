@@ -1,6 +1,8 @@
-// Command demo shows the CCM at work on a local test control plane: it
-// registers the Nodes and PersistentVolumes of deploy/cloud-config.example.yaml
-// as a kubelet and a storage admin would, and prints what the CCM made of them.
+// Command demo shows the CCM at work on a local control plane: it registers
+// the Nodes and PersistentVolumes of deploy/cloud-config.example.yaml as
+// kubelets and a storage admin would, creates a LoadBalancer Service, and
+// prints what the CCM made of them and what a BGP router (gobgpd on
+// loopback) learned from it.
 package main
 
 import (
@@ -11,12 +13,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudapi "k8s.io/cloud-provider/api"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -28,9 +32,21 @@ func main() {
 	}
 }
 
+// The nodes: as kubelets register them, each with the pod CIDR
+// kube-controller-manager's node IPAM would give it.
+var nodes = []struct {
+	name, podCIDR string
+	ready         bool
+}{
+	{"worker-1", "10.244.1.0/24", true},
+	{"worker-2.lab.example", "10.244.2.0/24", true}, // matched by the machine's hostnames
+	{"worker-3", "10.244.3.0/24", false},            // its machine is recorded as powered off
+	{"stray-1", "10.244.4.0/24", true},              // in no inventory entry
+}
+
 func run() error {
 	ctx := context.Background()
-	step("Building the CCM and starting etcd + kube-apiserver on loopback")
+	step("Starting etcd + kube-apiserver on loopback, and a BGP router (gobgpd, AS 64500) on 127.0.0.1")
 	binary, err := framework.BuildCCM()
 	if err != nil {
 		return err
@@ -43,40 +59,43 @@ func run() error {
 		step("Cleaning up")
 		cluster.Stop()
 	}()
+	router, err := framework.StartGoBGPD(cluster.Dir, "gobgpd", "127.0.0.1", 64500,
+		[]framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512, AddPath: true}})
+	if err != nil {
+		return err
+	}
+	defer router.Stop()
 	deploy := filepath.Join(framework.RepoRoot(), "deploy")
-	if _, err := cluster.Kubectl("apply", "-f", filepath.Join(deploy, "rbac.yaml")); err != nil {
+	if err := cluster.Apply(ctx, filepath.Join(deploy, "rbac.yaml")); err != nil {
 		return err
 	}
 	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, "kube-system", "baremetal-cloud-controller-manager")
 	if err != nil {
 		return err
 	}
+	config, err := demoConfig(filepath.Join(deploy, "cloud-config.example.yaml"), cluster.Dir, router.Port)
+	if err != nil {
+		return err
+	}
 
-	step("Starting baremetal-cloud-controller-manager with deploy/cloud-config.example.yaml, as its ServiceAccount")
+	step("Starting baremetal-cloud-controller-manager with deploy/cloud-config.example.yaml (peering with the router), as its ServiceAccount")
 	ccm, err := framework.CCM{
-		Binary: binary, Dir: cluster.Dir, Name: "ccm", Kubeconfig: kubeconfig,
-		CloudConfig: filepath.Join(deploy, "cloud-config.example.yaml"),
+		Binary: binary, Dir: cluster.Dir, Name: "ccm", Kubeconfig: kubeconfig, CloudConfig: config,
+		Args: []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s"},
 	}.Start()
 	if err != nil {
 		return err
 	}
 	defer ccm.Stop()
 
-	step("Registering Nodes the way kubelets with --cloud-provider=external do (tainted uninitialized)")
-	nodes := []struct {
-		name  string
-		ready bool
-	}{
-		{"worker-1", true},
-		{"worker-2.lab.example", true}, // matched by the machine's hostnames
-		{"worker-3", false},            // its machine is recorded as powered off
-		{"stray-1", true},              // in no inventory entry
-	}
+	step("Registering Nodes the way kubelets with --cloud-provider=external do (tainted uninitialized, NotReady, then Ready)")
 	for _, n := range nodes {
-		if err := framework.RegisterNode(ctx, cluster.Admin, n.name, "", n.ready, nil); err != nil {
+		node := framework.KubeletNode(n.name, "")
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = n.podCIDR, []string{n.podCIDR}
+		if err := framework.RegisterNodeObject(ctx, cluster.Admin, node, n.ready, nil); err != nil {
 			return err
 		}
-		fmt.Printf("  node/%s (Ready=%v)\n", n.name, n.ready)
+		fmt.Printf("  node/%s (Ready=%v, pod CIDR %s)\n", n.name, n.ready, n.podCIDR)
 	}
 
 	step("Creating PersistentVolumes on the site's storage")
@@ -109,35 +128,30 @@ func run() error {
 	fmt.Println("  service/web")
 
 	step("Waiting for the CCM")
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if done(ctx, cluster) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	deadline := start.Add(60 * time.Second)
+	for time.Now().Before(deadline) && !done(ctx, cluster, router) {
+		time.Sleep(200 * time.Millisecond)
 	}
+	fmt.Printf("  done in %s\n", time.Since(start).Round(100*time.Millisecond))
 
-	step("Nodes")
-	out, _ := cluster.Kubectl("get", "nodes", "-o", "custom-columns="+
-		"NAME:.metadata.name,PROVIDER-ID:.spec.providerID,"+
-		`TYPE:.metadata.labels.node\.kubernetes\.io/instance-type,`+
-		`ZONE:.metadata.labels.topology\.kubernetes\.io/zone,`+
-		`REGION:.metadata.labels.topology\.kubernetes\.io/region,`+
-		"ADDRESSES:.status.addresses[*].address,TAINTS:.spec.taints[*].key")
-	fmt.Print(out)
-	fmt.Println("  (node.kubernetes.io/not-ready comes from the API server's TaintNodesByCondition admission;\n   kube-controller-manager, which this demo does not run, takes it off Ready Nodes)")
-	step("PersistentVolumes")
-	out, _ = cluster.Kubectl("get", "pv", "-L", "topology.kubernetes.io/zone,topology.kubernetes.io/region")
-	fmt.Print(out)
-	step("Services")
-	out, _ = cluster.Kubectl("get", "svc", "web")
-	fmt.Print(out)
-	step("Warnings the CCM left for the cluster owner")
-	out, _ = cluster.Kubectl("get", "events", "-A", "--field-selector", "type=Warning", "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message")
-	fmt.Print(out)
+	if err := printNodes(ctx, cluster); err != nil {
+		return err
+	}
+	if err := printPVs(ctx, cluster); err != nil {
+		return err
+	}
+	if err := printService(ctx, cluster); err != nil {
+		return err
+	}
+	printRouter(router)
+	if err := printWarnings(ctx, cluster); err != nil {
+		return err
+	}
 	step("What the CCM logged about it")
 	for _, line := range strings.Split(ccm.Logs(), "\n") {
-		for _, what := range []string{"Loaded cloud config", "Successfully initialized node", "Labelled PersistentVolume", "Load balancer ensured"} {
+		for _, what := range []string{"Loaded cloud config", "Successfully initialized node", "Labelled PersistentVolume",
+			"Load balancer ensured", "BGP session state changed", "Route created"} {
 			if strings.Contains(line, what) {
 				fmt.Println("  " + line)
 			}
@@ -148,21 +162,46 @@ func run() error {
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
 
+// demoConfig is the example cloud config with the router as its BGP peer,
+// routes on, and health checks off: the example's node addresses are not
+// on this machine, and nothing may dial them.
+func demoConfig(example, dir string, routerPort int) (string, error) {
+	b, err := os.ReadFile(example)
+	if err != nil {
+		return "", err
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		return "", err
+	}
+	lb := cfg["loadBalancer"].(map[string]any)
+	lb["healthCheck"] = map[string]any{"enabled": false}
+	cfg["routes"] = map[string]any{}
+	bgp := cfg["bgp"].(map[string]any)
+	bgp["routerID"] = "127.0.0.2"
+	bgp["peers"] = []any{map[string]any{"address": "127.0.0.1", "port": routerPort, "asn": 64500}}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "cloud.yaml")
+	return path, os.WriteFile(path, out, 0o644)
+}
+
 // done reports whether the CCM has done all it will: listed Nodes
-// initialised, the powered-off one tainted, matched volumes labelled.
-func done(ctx context.Context, c *framework.Cluster) bool {
+// initialised, the powered-off one tainted, matched volumes labelled, the
+// Service given its address, and the router holding it via both Ready
+// listed nodes, and their pod CIDRs.
+func done(ctx context.Context, c *framework.Cluster, router *framework.GoBGPD) bool {
 	nodes, err := c.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false
 	}
 	for _, n := range nodes.Items {
-		tainted := func(key string) bool {
-			return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
-		}
-		if n.Name != "stray-1" && tainted(cloudapi.TaintExternalCloudProvider) {
+		if n.Name != "stray-1" && tainted(n, cloudapi.TaintExternalCloudProvider) {
 			return false
 		}
-		if n.Name == "worker-3" && !tainted(cloudapi.TaintNodeShutdown) {
+		if n.Name == "worker-3" && !tainted(n, cloudapi.TaintNodeShutdown) {
 			return false
 		}
 	}
@@ -176,7 +215,112 @@ func done(ctx context.Context, c *framework.Cluster) bool {
 		}
 	}
 	svc, err := c.Admin.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-	return err == nil && len(svc.Status.LoadBalancer.Ingress) > 0
+	if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return false
+	}
+	rib, err := router.RIB("ipv4")
+	return err == nil && len(rib[svc.Status.LoadBalancer.Ingress[0].IP+"/32"]) == 2 && len(rib["10.244.1.0/24"]) == 1 && len(rib["10.244.2.0/24"]) == 1
+}
+
+func tainted(n v1.Node, key string) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
+}
+
+func table(header string, rows [][]string) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "  "+strings.ReplaceAll(header, " ", "\t"))
+	for _, r := range rows {
+		for i, c := range r {
+			if c == "" {
+				r[i] = "-"
+			}
+		}
+		fmt.Fprintln(w, "  "+strings.Join(r, "\t"))
+	}
+	w.Flush()
+}
+
+func printNodes(ctx context.Context, c *framework.Cluster) error {
+	step("Nodes")
+	list, err := c.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, n := range list.Items {
+		var addrs, taints []string
+		for _, a := range n.Status.Addresses {
+			addrs = append(addrs, a.Address)
+		}
+		for _, t := range n.Spec.Taints {
+			taints = append(taints, t.Key)
+		}
+		rows = append(rows, []string{n.Name, n.Spec.ProviderID, n.Labels[v1.LabelInstanceTypeStable], n.Labels[v1.LabelTopologyZone],
+			n.Labels[v1.LabelTopologyRegion], strings.Join(addrs, ","), strings.Join(taints, ",")})
+	}
+	table("NAME PROVIDER-ID TYPE ZONE REGION ADDRESSES TAINTS", rows)
+	fmt.Println("  (node.kubernetes.io/not-ready comes from the API server's TaintNodesByCondition admission;\n   kube-controller-manager, which this demo does not run, takes it off Ready Nodes)")
+	return nil
+}
+
+func printPVs(ctx context.Context, c *framework.Cluster) error {
+	step("PersistentVolumes")
+	list, err := c.Admin.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, pv := range list.Items {
+		rows = append(rows, []string{pv.Name, pv.Labels[v1.LabelTopologyZone], pv.Labels[v1.LabelTopologyRegion]})
+	}
+	table("NAME ZONE REGION", rows)
+	return nil
+}
+
+func printService(ctx context.Context, c *framework.Cluster) error {
+	step("Services")
+	svc, err := c.Admin.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	table("NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S)", [][]string{{svc.Name, string(svc.Spec.Type), svc.Spec.ClusterIP,
+		strings.Join(framework.IngressIPs(svc), ","), fmt.Sprintf("%d/%s", svc.Spec.Ports[0].Port, svc.Spec.Ports[0].Protocol)}})
+	return nil
+}
+
+func printRouter(router *framework.GoBGPD) {
+	step("What the router learned (gobgpd's RIB: each prefix once per next hop)")
+	rib, err := router.RIB("ipv4")
+	if err != nil {
+		fmt.Println("  ", err)
+		return
+	}
+	var rows [][]string
+	for _, prefix := range slices.Sorted(maps.Keys(rib)) {
+		for _, hop := range rib[prefix] {
+			what := "VIP of default/web"
+			if strings.HasPrefix(prefix, "10.244.") {
+				what = "pod CIDR"
+			}
+			rows = append(rows, []string{prefix, hop, what})
+		}
+	}
+	table("PREFIX NEXT-HOP WHAT", rows)
+	fmt.Println("  (worker-3 is powered off and stray-1 is in no inventory entry: neither carries the VIP, nor has a route to its pod CIDR)")
+}
+
+func printWarnings(ctx context.Context, c *framework.Cluster) error {
+	step("Warnings the CCM left for the cluster owner")
+	list, err := c.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+	if err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, e := range list.Items {
+		rows = append(rows, []string{e.InvolvedObject.Name, e.Reason, e.Message})
+	}
+	table("OBJECT REASON MESSAGE", rows)
+	return nil
 }
 
 func createPV(ctx context.Context, c *framework.Cluster, name string, src v1.PersistentVolumeSource) error {

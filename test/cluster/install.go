@@ -137,6 +137,11 @@ func (l *Lab) RemoveDeployment() error {
 		return fmt.Errorf("%w: %s", err, out)
 	}
 	l.Admin.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "baremetal-cloud-config", metav1.DeleteOptions{})
+	return l.WaitCCMPodsGone()
+}
+
+// WaitCCMPodsGone returns once no Pod of a CCM Deployment is left.
+func (l *Lab) WaitCCMPodsGone() error {
 	if err := framework.Poll(2*time.Minute, 200*time.Millisecond, func() (bool, string) {
 		pods, err := l.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=baremetal-cloud-controller-manager"})
 		if err != nil {

@@ -3,9 +3,12 @@
 package framework
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,31 +20,52 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// RepoRoot is the root of this repository.
+// RepoRoot is the root of this repository: where this file is, or in a
+// binary built with -trimpath (which records no such path, as make demo
+// builds, to share the CCM build's packages) the working directory or the
+// nearest one above it with a go.mod.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	if filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	dir, _ := os.Getwd()
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return dir
+		}
+	}
 }
 
 // ToolsBin is where `make tools` puts kube-apiserver, etcd, kubectl and kubeadm.
 func ToolsBin() string { return filepath.Join(RepoRoot(), "hack", "tools", "bin") }
 
-// EnsureTools builds the test control plane if it is not built yet.
+// EnsureTools builds the test control plane (kube-apiserver and etcd) if
+// it is not built yet.
 func EnsureTools() error {
-	for _, b := range []string{"kube-apiserver", "etcd", "kubectl", "kubeadm"} {
+	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(ToolsBin(), b)); err != nil {
-			cmd := exec.Command("make", "-C", RepoRoot(), "tools")
+			cmd := exec.Command("make", "-C", RepoRoot(), "control-plane")
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("building the test control plane (make tools): %w", err)
+				return fmt.Errorf("building the test control plane (make control-plane): %w", err)
 			}
 			return nil
 		}
@@ -180,6 +204,45 @@ func (c *Cluster) Stop() error {
 		os.RemoveAll(c.Dir)
 	}
 	return err
+}
+
+// Apply applies every object of a YAML file as admin, by server-side
+// apply (as kubectl apply --server-side does), so that nothing but the
+// API server is needed.
+func (c *Cluster) Apply(ctx context.Context, path string) error {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Admin.Discovery()))
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(text), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		gvk := obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", path, gvk, err)
+		}
+		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			r = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+		}
+		if _, err := r.Apply(ctx, obj.GetName(), &obj, metav1.ApplyOptions{FieldManager: "baremetal-test", Force: true}); err != nil {
+			return fmt.Errorf("%s: applying %s %s: %w", path, gvk.Kind, obj.GetName(), err)
+		}
+	}
 }
 
 // Kubectl runs the built kubectl as admin and returns its combined output.

@@ -80,7 +80,7 @@ func startSuite() (*Suite, error) {
 // that do not get the finalizer).
 func (c *Cluster) Install() error {
 	for _, f := range []string{"rbac.yaml", "load-balancer-finalizer.yaml"} {
-		if _, err := c.Kubectl("apply", "-f", filepath.Join(RepoRoot(), "deploy", f)); err != nil {
+		if err := c.Apply(context.Background(), filepath.Join(RepoRoot(), "deploy", f)); err != nil {
 			return err
 		}
 	}
