@@ -12,8 +12,10 @@ import (
 
 // The CCM as the README's Helm section installs it: helm install of
 // deploy/chart with the cloud config inline, over the rights and policy
-// the plain manifests left (--take-ownership, as a site moving to the
-// chart would). A worker that joins then is initialised by it; helm
+// the plain manifests left (--take-ownership --force-conflicts, as the
+// README tells a site moving to the chart: kubectl apply owns the fields
+// of the finalizer policy's atomic matchConstraints, as the API server
+// defaulted them, so Helm's server-side apply conflicts with it). A worker that joins then is initialised by it; helm
 // uninstall removes it.
 func TestCCMFromTheHelmChart(t *testing.T) {
 	cut := strings.LastIndex(ccmImageName, ":")
@@ -36,7 +38,7 @@ func TestCCMFromTheHelmChart(t *testing.T) {
 	}
 	// One control-plane node: one replica.
 	helm("install", "baremetal-cloud-controller-manager", "deploy/chart/baremetal-cloud-controller-manager",
-		"--namespace", "kube-system", "--take-ownership", "--values", values,
+		"--namespace", "kube-system", "--take-ownership", "--force-conflicts", "--values", values,
 		"--set", "image.repository="+ccmImageName[:cut]+",image.tag="+ccmImageName[cut+1:]+",replicaCount=1")
 	t.Cleanup(func() {
 		helm("uninstall", "baremetal-cloud-controller-manager", "--namespace", "kube-system", "--wait")
