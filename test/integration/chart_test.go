@@ -197,6 +197,19 @@ func TestHelmChart(t *testing.T) {
 		applyDry(t, objs)
 	})
 
+	t.Run("a misspelt or mistyped value is refused by name", func(t *testing.T) {
+		for set, want := range map[string]string{
+			"replicas=3":               "additional properties 'replicas' not allowed",
+			"replicaCount=two":         "/replicaCount': got string, want integer",
+			"cloudConfig.secrets=true": "at '/cloudConfig': additional properties 'secrets' not allowed",
+		} {
+			_, err := helm(t, "template", chartDir, "--set", set)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("helm template --set %s: %v, want an error with %q", set, err, want)
+			}
+		}
+	})
+
 	t.Run("an inline config cannot go into a Secret", func(t *testing.T) {
 		_, err := helm(t, "template", chartDir, "--set", "cloudConfig.secret=true,cloudConfig.inline=x")
 		if err == nil || !strings.Contains(err.Error(), "cloudConfig.inline makes a ConfigMap") {
