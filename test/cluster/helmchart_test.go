@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,12 +24,8 @@ func TestCCMFromTheHelmChart(t *testing.T) {
 	}
 	helm := func(args ...string) {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(framework.ToolsBin(), "helm"), args...)
-		cmd.Dir = framework.RepoRoot()
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+lab.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(),
-			"HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		if out, err := framework.Helm(t, lab.Kubeconfig, args...); err != nil {
+			t.Fatalf("%v\n%s", err, out)
 		}
 	}
 	if err := lab.InstallPrerequisites(); err != nil {

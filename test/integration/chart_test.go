@@ -1,9 +1,6 @@
 package integration
 
 import (
-	"bytes"
-	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -24,16 +21,7 @@ var chartDir = filepath.Join("deploy", "chart", "baremetal-cloud-controller-mana
 
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(framework.ToolsBin(), "helm"), args...)
-	cmd.Dir = framework.RepoRoot()
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Cluster.AdminKubeconfig, "HELM_CACHE_HOME="+t.TempDir(),
-		"HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return out.String(), errors.New("helm " + strings.Join(args, " ") + ": " + err.Error() + "\n" + stderr.String())
-	}
-	return out.String(), nil
+	return framework.Helm(t, suite.Cluster.AdminKubeconfig, args...)
 }
 
 // rendered is one object of a chart's output.
