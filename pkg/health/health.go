@@ -69,8 +69,9 @@ type Checker struct {
 	mu       sync.Mutex
 	settings Settings
 	targets  map[string]*state
-	// probed is set once a round has completed: until then every target
-	// serves, so a restarted CCM withdraws nothing before it has looked.
+	// probed is set once a round has probed at least one target: until
+	// then every target serves, so a restarted CCM withdraws nothing before
+	// it has looked. A round with no targets looked at nothing.
 	probed bool
 	// wake starts a round at once (new targets, new settings).
 	wake chan struct{}
@@ -103,9 +104,10 @@ func (c *Checker) SetSettings(s Settings) {
 }
 
 // SetTargets sets the nodes to probe. A node new to the checker serves at
-// once only before the first round; after it, it must pass Healthy probes
-// first, as an instance added to a cloud load balancer does. No targets
-// start it over: the next first ones serve until a round has looked.
+// once only before the first round that probed a target; after it, it must
+// pass Healthy probes first, as an instance added to a cloud load balancer
+// does. No targets start it over: the next first ones serve until a round
+// has looked.
 func (c *Checker) SetTargets(ts []Target) {
 	c.mu.Lock()
 	if len(ts) == 0 {
@@ -248,7 +250,9 @@ func (c *Checker) apply(targets []Target, errs []error) Round {
 			r.Changes = append(r.Changes, Change{Name: t.Name, Serving: true})
 		}
 	}
-	c.probed = true
+	if len(targets) > 0 {
+		c.probed = true
+	}
 	servingAfter := servingBefore + len(r.Changes) - len(out)
 	if len(out) > 0 && servingAfter == 0 {
 		// Every serving node failed at once: more likely the prober is cut
@@ -277,8 +281,20 @@ func (s Settings) URL(addr netip.Addr) string {
 
 // client probes on a fresh connection every time, as a load balancer's
 // health check does: a connection kept from before a node froze would
-// say nothing of whether a new one can be made.
-var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+// say nothing of whether a new one can be made. Whatever answers on a
+// node's port is not trusted: a redirect is not followed (it would make
+// the CCM fetch any URL from its own host's network) but fails the probe,
+// the answer's headers are bounded and its body is never read.
+var client = &http.Client{
+	Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, MaxResponseHeaderBytes: maxHeaderBytes},
+	CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	},
+}
+
+// maxHeaderBytes bounds a health check answer's headers: kube-proxy's are
+// a few hundred bytes.
+const maxHeaderBytes = 8 << 10
 
 func (c *Checker) httpProbe(ctx context.Context, t Target) error {
 	c.mu.Lock()
@@ -294,7 +310,8 @@ func (c *Checker) httpProbe(ctx context.Context, t Target) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		// The status code alone: the text after it is the node's to write.
+		return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
 	}
 	return nil
 }

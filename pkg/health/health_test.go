@@ -224,3 +224,85 @@ func TestRunTakesOutAStoppedNode(t *testing.T) {
 		t.Error("a was taken out with b")
 	}
 }
+
+// TestEmptyRoundsDoNotJudgeLaterTargets: the checker runs before anything
+// gives it targets (a process start, a cluster's first Service, a new
+// layer 2 leader). Rounds with nothing to probe have looked at no node, so
+// the first targets still serve until a round has probed them.
+func TestEmptyRoundsDoNotJudgeLaterTargets(t *testing.T) {
+	c := New(settings, nil)
+	roundOf(c, "")
+	roundOf(c, "")
+	c.SetTargets(targets("a", "b"))
+	if got := serving(c, "a", "b"); got != "a b" {
+		t.Fatalf("after rounds with no targets, the first targets serve %q, want \"a b\"", got)
+	}
+	// A round that probed them judges the ones added after it.
+	roundOf(c, "")
+	c.SetTargets(targets("a", "b", "c"))
+	if got := serving(c, "a", "b", "c"); got != "a b" {
+		t.Errorf("a node added after a round that probed: serving %q, want \"a b\"", got)
+	}
+}
+
+// TestRunWithNoTargetsFirst runs the checker as the provider does: started
+// before the first convergence sets its targets.
+func TestRunWithNoTargetsFirst(t *testing.T) {
+	s := settings
+	s.Interval = 5 * time.Millisecond
+	c := New(s, func(context.Context, Target) error { return nil })
+	rounds := make(chan Round, 100)
+	c.OnRound = func(r Round) {
+		select {
+		case rounds <- r:
+		default:
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	<-rounds
+	<-rounds
+	c.SetTargets(targets("a"))
+	if !c.Serving("a") {
+		t.Fatal("the first target is out of service before any round probed it")
+	}
+}
+
+// TestHTTPProbeIsNotRedirected: whoever answers on a node's health port
+// must not make the CCM fetch another URL (the control plane's own
+// endpoints, a metadata service): a redirect is a failure, not followed,
+// and no answer's body is read.
+func TestHTTPProbeIsNotRedirected(t *testing.T) {
+	followed := make(chan string, 10)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		followed <- r.URL.String()
+	}))
+	defer target.Close()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/metrics", code)
+		}))
+		err := probeAt(t, srv.Listener.Addr().String())
+		srv.Close()
+		if err == nil {
+			t.Errorf("%d redirect: the probe passed", code)
+		} else if strings.Contains(err.Error(), target.URL) {
+			t.Errorf("%d redirect: the error names the redirect's target: %v", code, err)
+		}
+	}
+	select {
+	case u := <-followed:
+		t.Errorf("the probe followed a redirect to %s", u)
+	default:
+	}
+	// A huge header is cut short, not read whole.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Pad", strings.Repeat("a", 1<<20))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	if err := probeAt(t, srv.Listener.Addr().String()); err == nil {
+		t.Error("an answer with a 1 MiB header passed")
+	}
+}

@@ -39,12 +39,18 @@ func TestRestartAtScaleDeletesNoRoute(t *testing.T) {
 		machines = append(machines, &node{name: fmt.Sprintf("s%d", i), ip: fmt.Sprintf("10.250.0.%d", 50+i),
 			podNet: fmt.Sprintf("10.245.%d.0/24", i)})
 	}
+	// Health checks are on, as shipped: every machine answers them.
+	rack, err := net1.answerFor(machines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rack.Close()
 	host := net1.hosts[0]
 	ccm := startCCMOn(t, "scale-a", host, machines...)
 	framework.WaitLeader(t, ccm)
 
 	start := time.Now()
-	err := framework.Parallel(len(machines), 8, func(i int) error {
+	err = framework.Parallel(len(machines), 8, func(i int) error {
 		m := machines[i]
 		if err := framework.RegisterNode(ctx, cluster.Admin, m.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: m.ip}}); err != nil {
 			return err
@@ -127,9 +133,19 @@ func TestRestartAtScaleDeletesNoRoute(t *testing.T) {
 		t.Logf("%s: no stale path left at the router %s after the stop", name, time.Since(stopped).Round(100*time.Millisecond))
 		return next
 	}
+	replicas := []*framework.Process{ccm}
 	ccm = restart(ccm.Kill, "scale-b")
+	replicas = append(replicas, ccm)
 	ccm = restart(ccm.Stop, "scale-c")
+	replicas = append(replicas, ccm)
 	monitor.Stop()
+	// The rack answered every probe: the health checks were at work, not
+	// held or off.
+	for _, r := range replicas {
+		if line := r.LogLine("fails its health checks"); line != "" {
+			t.Errorf("a replica saw a health check fail, so this run did not test healthy nodes: %s", line)
+		}
+	}
 	deleted := deletions(monitor.Logs(), net1.frr.BgpdLogs()[bgpdFrom:], want)
 	fmt.Printf("restart at scale: %d VIPs via %d nodes (%d paths) and %d pod routes, a kill -9 and a clean stop: %d route deletions at the router\n",
 		*restartServices, len(machines), *restartServices*len(machines), len(machines), len(deleted))

@@ -80,6 +80,8 @@ type site struct {
 	frr       *framework.FRR
 	gobgpd    *framework.GoBGPD
 	namespace []*framework.Netns
+	// newNS creates a namespace of the site's, deleted with it.
+	newNS func(name string) (*framework.Netns, error)
 }
 
 // bgpdConf is the FRR configuration a site needs (the README quotes it).
@@ -126,6 +128,7 @@ func buildSite(apiServer string) (_ *site, err error) {
 		}
 		return ns, err
 	}
+	s.newNS = newNS
 	if s.router, err = newNS("router"); err != nil {
 		return nil, err
 	}
@@ -254,11 +257,9 @@ func (s *site) cloudConfig(machines ...*node) string {
 	for _, n := range append(slices.Clone(s.nodes), machines...) {
 		fmt.Fprintf(&b, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
 	}
+	// Health checks on, as shipped: the extra machines answer from a rack
+	// (answerFor).
 	b.WriteString("loadBalancer:\n")
-	if len(machines) > 0 {
-		// The extra machines are API objects only: nothing answers there.
-		b.WriteString("  healthCheck: {enabled: false}\n")
-	}
 	fmt.Fprintf(&b, `  pools:
   - name: site
     addresses: [%s]
@@ -283,6 +284,32 @@ bgp:
     connectRetryTime: 1s
 `, vipPool, bulkPool, ccmASN, routerIP, routerASN, int(restartTime/time.Second), s.gobgpd.Port)
 	return b.String()
+}
+
+// answerFor gives machines that are only API objects a kube-proxy that
+// answers their health checks: one namespace on the fabric holding all
+// their addresses, as a rack of healthy nodes. The router then has them as
+// neighbours too; nothing but the CCM's probes is sent to them.
+func (s *site) answerFor(machines []*node) (*http.Server, error) {
+	rack, err := s.newNS("rack")
+	if err != nil {
+		return nil, err
+	}
+	if err := framework.Veth(s.router, "rack", "", rack, "eth0", ""); err != nil {
+		return nil, err
+	}
+	if _, err := s.router.IP("link", "set", "rack", "master", "br0"); err != nil {
+		return nil, err
+	}
+	for _, m := range machines {
+		if _, err := rack.IP("addr", "add", m.ip+"/24", "dev", "eth0"); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := rack.IP("route", "add", "default", "via", fabricGW); err != nil {
+		return nil, err
+	}
+	return rack.ServeHealthz("0.0.0.0:" + healthzPort)
 }
 
 func (s *site) writeConfig(machines ...*node) (string, error) {
