@@ -82,6 +82,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown nested field", machine("  - name: c\n    adresses: []\n"), []string{`inventory.machines[2].adresses: unknown field "adresses"`}},
 		{"bad IP", machine("  - name: c\n  - name: d\n    addresses:\n    - {type: InternalIP, address: 10.0.0.300}\n"),
 			[]string{`inventory.machines[3].addresses[0].address: "10.0.0.300" is not an IP`}},
+		{"loopback address", machine("  - name: c\n    addresses:\n    - {type: InternalIP, address: 127.0.0.1}\n    - {type: InternalIP, address: \"fe80::1\"}\n"),
+			[]string{`inventory.machines[2].addresses[0].address: "127.0.0.1" is a loopback, link-local, multicast or unspecified address`, `inventory.machines[2].addresses[1].address: "fe80::1" is a loopback`}},
 		{"bad address type", machine("  - name: c\n    addresses:\n    - {type: PublicIP, address: 10.0.0.3}\n"),
 			[]string{`inventory.machines[2].addresses[0].type: "PublicIP" is not one of`}},
 		{"duplicate name", machine("  - name: a\n"), []string{`inventory.machines[2].name: "a" is already used by machine "a"`}},

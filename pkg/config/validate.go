@@ -128,6 +128,10 @@ func (c *Config) Validate() error {
 					add(ap.Child("address"), "%q is not an IP", a.Address)
 					continue
 				}
+				if u := ip.Unmap(); u.IsLoopback() || u.IsLinkLocalUnicast() || u.IsMulticast() || u.IsUnspecified() {
+					add(ap.Child("address"), "%q is a loopback, link-local, multicast or unspecified address: no traffic may be sent to it", a.Address)
+					continue
+				}
 				key := ip.String()
 				if other, dup := addresses[key]; dup && other != m.Name {
 					add(ap.Child("address"), "%q is already an address of machine %q", a.Address, other)

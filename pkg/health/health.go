@@ -135,6 +135,18 @@ func (c *Checker) SetTargets(ts []Target) {
 	}
 }
 
+// Targets are the nodes probed, by name.
+func (c *Checker) Targets() []Target {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Target, 0, len(c.targets))
+	for name, st := range c.targets {
+		out = append(out, Target{Name: name, Addr: st.addr})
+	}
+	slices.SortFunc(out, func(a, b Target) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
 // Serving reports whether a node may carry traffic: a target in service,
 // or a node the checker does not probe.
 func (c *Checker) Serving(name string) bool {

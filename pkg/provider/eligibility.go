@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	cloudapi "k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 )
@@ -36,7 +37,9 @@ type eligibleNode struct {
 func (n *network) readyNodes() []eligibleNode {
 	all, _ := n.nodes.List(labels.Everything())
 	var out []eligibleNode
+	names := make(map[string]bool, len(all))
 	for _, node := range all {
+		names[node.Name] = true
 		if !nodeEligible(node) || !nodeReady(node) {
 			continue
 		}
@@ -44,27 +47,56 @@ func (n *network) readyNodes() []eligibleNode {
 			out = append(out, eligibleNode{name: node.Name, ips: nodeIPs(addrs), macs: n.machineMACs(node)})
 		}
 	}
+	n.pinned.keep(names)
 	return out
 }
 
 // cloudAddresses are the addresses of a Node that the cloud stands behind:
 // its machine's inventory addresses, or, for a machine that lists none and
-// for an allowed unlisted Node, those it was initialised with. A Node the
-// cloud has not initialised, or whose machine left the inventory, has none:
-// a cloud load balancer sends nothing to an instance it does not know, so
-// it is no next hop and no route target. Callers hold n.mu.
+// for an allowed unlisted Node, those it was initialised with (pinned: a
+// later rewrite of its status is not followed). A Node the cloud has not
+// initialised, or whose machine left the inventory, has none: a cloud load
+// balancer sends nothing to an instance it does not know, so it is no next
+// hop and no route target. Addresses no traffic may go to (loopback,
+// link-local, multicast, unspecified) are left out, with an Event on the
+// Node. Callers hold n.mu.
 func (n *network) cloudAddresses(node *v1.Node) ([]v1.NodeAddress, error) {
 	if !initialised(node) {
 		return nil, fmt.Errorf("the Node is not initialised by the cloud yet (it has the taint %s)", cloudapi.TaintExternalCloudProvider)
 	}
 	m, ok := n.inv.FindMachine(nodeKeys(node))
+	var addrs []v1.NodeAddress
 	switch {
 	case ok && len(m.Addresses) > 0:
-		return machineAddresses(m), nil
+		addrs = machineAddresses(m)
 	case ok || n.inv.UnlistedNodes() == config.UnlistedAllow:
-		return node.Status.Addresses, nil
+		pinned, err := n.pinned.of(node)
+		if err != nil {
+			n.reportNodeAddresses(node.Name, "NodeAddressesChanged", err.Error())
+			return nil, err
+		}
+		addrs = pinned
+	default:
+		return nil, errors.New("the Node matches no machine of inventory.machines")
 	}
-	return nil, errors.New("the Node matches no machine of inventory.machines")
+	usable, dropped := usableAddresses(addrs)
+	if len(dropped) > 0 {
+		n.reportNodeAddresses(node.Name, "NodeAddressNotUsable", fmt.Sprintf("the Node's addresses %v are loopback, link-local, multicast or unspecified: no load-balancer or route traffic and no health check goes to them", dropped))
+	} else {
+		n.reportNodeAddresses(node.Name, "", "")
+	}
+	return usable, nil
+}
+
+// reportNodeAddresses tells a Node, once for as long as it stays so, what
+// is wrong with its addresses; an empty reason clears it. Callers hold
+// n.mu.
+func (n *network) reportNodeAddresses(node, reason, msg string) {
+	if !n.pinned.sayOnce(node, msg) {
+		return
+	}
+	klog.ErrorS(nil, "Node addresses not used", "node", node, "reason", reason, "detail", msg)
+	n.eventf(nodeRef(node), v1.EventTypeWarning, reason, "%s", msg)
 }
 
 // machineMACs are the hardware addresses the inventory lists for the

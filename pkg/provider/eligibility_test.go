@@ -153,3 +153,73 @@ func mustParse(t *testing.T, s string) *config.Config {
 	}
 	return cfg
 }
+
+// TestANodeCredentialCannotRedirectTraffic: a Node's status is written by
+// its kubelet, and so by anyone holding a node credential. Whatever it
+// writes after the Node was initialised, or writes to point at the
+// control plane's own host or a link-local service, is never a next hop,
+// a route target or a health-check target; the Node says why.
+func TestANodeCredentialCannotRedirectTraffic(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy string
+		node   string // the Node whose status is written
+		first  string // the address it was initialised with
+		later  string // what its status says afterwards ("" for no change)
+		want   string // its next hops afterwards
+		reason string // the Event on the Node
+	}{
+		{name: "an address-less machine keeps what it was initialised with", policy: "reject", node: "bare", first: "10.9.9.2", want: "10.9.9.2"},
+		{name: "an address-less machine rewritten", policy: "reject", node: "bare", first: "10.9.9.2", later: "10.9.9.77", want: "", reason: "NodeAddressesChanged"},
+		{name: "an unlisted Node rewritten to the control plane's loopback", policy: "allow", node: "stray", first: "10.9.9.4", later: "127.0.0.1", want: "", reason: "NodeAddressesChanged"},
+		{name: "an unlisted Node initialised with a loopback address", policy: "allow", node: "stray", first: "127.0.0.1", want: "", reason: "NodeAddressNotUsable"},
+		{name: "a link-local address", policy: "allow", node: "stray", first: "169.254.169.254", want: "", reason: "NodeAddressNotUsable"},
+		{name: "an unspecified address", policy: "reject", node: "bare", first: "0.0.0.0", want: "", reason: "NodeAddressNotUsable"},
+		{name: "a multicast address", policy: "reject", node: "bare", first: "224.0.0.1", want: "", reason: "NodeAddressNotUsable"},
+		{name: "a listed machine's status is ignored", policy: "reject", node: "listed", first: "10.9.9.1", later: "127.0.0.1", want: "10.0.0.1 fd00::1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCloud(t, fmt.Sprintf(eligibilityConfig, tc.policy)+"loadBalancer: {pools: [{name: p, addresses: [10.1.0.0/24]}]}\n")
+			var events []string
+			c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
+				events = append(events, ref.Name+" "+reason+": "+fmt.Sprintf(format, args...))
+			}
+			n := kubeletNode(tc.node, tc.first, true, true)
+			n.UID = "uid-1"
+			withNodes(t, c, n)
+			hops := func() string {
+				c.net.mu.Lock()
+				defer c.net.mu.Unlock()
+				c.net.services["default/svc"] = &lbService{namespace: "default", name: "svc"}
+				var got []string
+				for _, e := range c.net.healthy(c.net.readyNodes()) {
+					got = append(got, strings.Trim(fmt.Sprint(e.ips), "[]"))
+				}
+				return strings.Join(got, " ")
+			}
+			hops()
+			if tc.later != "" {
+				rewritten := n.DeepCopy()
+				rewritten.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: tc.later}}
+				c.net.nodes = nodeLister(t, rewritten)
+			}
+			if got := hops(); got != tc.want {
+				t.Errorf("next hops %q, want %q", got, tc.want)
+			}
+			// The checker probes the next hops, nothing else.
+			for _, target := range c.net.health.Targets() {
+				if tc.want == "" || !strings.Contains(tc.want, target.Addr.String()) {
+					t.Errorf("health check target %v", target)
+				}
+			}
+			said := strings.Join(events, "\n")
+			if tc.reason == "" && said != "" || tc.reason != "" && strings.Count(said, tc.reason) != 1 {
+				t.Errorf("events %q, want one %s", said, tc.reason)
+			}
+			hops() // said once
+			if again := strings.Join(events, "\n"); again != said {
+				t.Errorf("said again: %q", again)
+			}
+		})
+	}
+}

@@ -98,6 +98,10 @@ type network struct {
 	l2Stranded    map[netip.Addr]bool
 	l2Counted     map[[2]string]float64
 
+	// pinned are the addresses Nodes without inventory addresses were
+	// initialised with.
+	pinned pinnedAddresses
+
 	// poolSeries are the pool and family of each series of
 	// baremetal_pool_addresses, to delete those of a pool that went.
 	poolSeries map[[2]string]bool
@@ -127,6 +131,7 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 		offSegment:    map[netip.Addr]bool{},
 		l2Stranded:    map[netip.Addr]bool{},
 		poolSeries:    map[[2]string]bool{},
+		pinned:        newPinnedAddresses(),
 
 		podEventf: func(string, string, string, ...any) {},
 		health:    health.New(healthSettings(cfg.LoadBalancer.HealthCheck), nil),

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +25,7 @@ var (
 )
 
 // healthScenarios measures what probing the nodes' health checks costs the
-// CCM: for each size, Ready nodes at loopback addresses (127.1.x.y), each
+// CCM: for each size, Ready nodes at addresses in a network namespace (10.199.x.y), each
 // with a kube-proxy-like /healthz, one LoadBalancer Service, the default
 // interval; probes per second and CPU over the window.
 func (b *bench) healthScenarios(run int) error {
@@ -39,22 +41,68 @@ func (b *bench) healthScenarios(run int) error {
 	return nil
 }
 
-func healthIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
+// healthIP is node i's address: in a network namespace of the bench's own
+// (the CCM never probes or routes to loopback addresses).
+func healthIP(i int) string { return fmt.Sprintf("10.199.%d.%d", i/250, i%250+1) }
+
+// serveHealthNodes puts n node addresses in a network namespace reached over a
+// veth from this host, answering health checks on port like kube-proxy.
+// It needs root.
+func serveHealthNodes(dir string, n, port int) (stop func(), err error) {
+	ns, err := framework.NewNetns("bmbench-health")
+	if err != nil {
+		return nil, err
+	}
+	const hostEnd = "bmbenchhc0"
+	stop = func() {
+		exec.Command("ip", "link", "del", hostEnd).Run()
+		ns.Delete()
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	exec.Command("ip", "link", "del", hostEnd).Run() // a leftover of an aborted run
+	if out, err := exec.Command("ip", "link", "add", hostEnd, "type", "veth", "peer", "name", "eth0", "netns", ns.Name).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ip link add %s: %w: %s", hostEnd, err, out)
+	}
+	for _, args := range [][]string{{"addr", "add", "10.199.255.254/16", "dev", hostEnd}, {"link", "set", hostEnd, "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("ip %v: %w: %s", args, err, out)
+		}
+	}
+	var batch strings.Builder
+	for i := range n {
+		fmt.Fprintf(&batch, "addr add %s/16 dev eth0\n", healthIP(i))
+	}
+	batch.WriteString("link set eth0 up\n")
+	file := filepath.Join(dir, "health-nodes.batch")
+	if err := os.WriteFile(file, []byte(batch.String()), 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := ns.IP("-batch", file); err != nil {
+		return nil, err
+	}
+	l, err := ns.Listen("tcp", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	go srv.Serve(l)
+	return func() { srv.Close(); stop() }, nil
+}
 
 func (b *bench) healthScenario(run, nodes int) error {
 	port, err := framework.FreePort()
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
-	defer srv.Close()
-	for i := range nodes {
-		l, err := net.Listen("tcp", net.JoinHostPort(healthIP(i), strconv.Itoa(port)))
-		if err != nil {
-			return err
-		}
-		go srv.Serve(l)
+	stop, err := serveHealthNodes(b.dir, nodes, port)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	fast := b.fastClient()
 	prefix := fmt.Sprintf("hc%d", nodes)
 	if err := framework.Parallel(nodes, 32, func(i int) error {
@@ -99,8 +147,7 @@ func (b *bench) healthScenario(run, nodes int) error {
 	}
 	probes := func() (float64, error) { return metric(`baremetal_health_check_probes_total{result="success"}`) }
 	// Every node probed and serving: the VIP via all of them (or as many
-	// as a prefix may have). The speaker's count tells: a BGP peer drops
-	// paths with loopback next hops.
+	// as a prefix may have).
 	if err := waitFor(5*time.Minute, func() bool {
 		paths, err1 := metric("baremetal_bgp_announced_paths")
 		out, err2 := metric("baremetal_health_check_nodes_out")

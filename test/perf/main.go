@@ -181,7 +181,7 @@ func (b *bench) config(extra string) (string, error) {
   unlistedNodes: allow
 loadBalancer:
   # The nodes' addresses are not on this machine: nothing may dial them
-  # (the health-check scenario switches them on for nodes on loopback).
+  # (the health-check scenario switches them on for nodes in a network namespace).
   healthCheck: {enabled: false}
   pools:
   - name: bench
