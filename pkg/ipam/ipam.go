@@ -78,6 +78,11 @@ type owner struct {
 	ports              []Port
 	trafficLocal       bool
 	selector           string
+	// refused marks a sharer restored by a rebuild whose spec, edited
+	// since, may no longer share: it keeps the address, the others that
+	// hold it are not judged against its new spec, and its own next
+	// Allocate is refused until the edit is undone.
+	refused bool
 }
 
 // Allocator hands out addresses. It is not safe for concurrent use.
@@ -196,6 +201,102 @@ func (a *Allocator) Assign(req Request, addrs []netip.Addr) ([]netip.Addr, error
 	return kept, nil
 }
 
+// Claim is what a Service's status says it holds, for a rebuild.
+type Claim struct {
+	Request   Request
+	Addresses []netip.Addr
+	// Ours is set when this CCM wrote the addresses into the status (a hand
+	// edit or another tool's write is not ours).
+	Ours bool
+	// Edited is set when the Service's spec or annotations changed after
+	// its status was written.
+	Edited bool
+}
+
+// Restored is what a rebuild gave one claim.
+type Restored struct {
+	Service string
+	Kept    []netip.Addr
+	// Lost says which claimed addresses another Service holds, so the
+	// claim lost them; nil when it kept all.
+	Lost error
+	// Refused says which addresses the claim keeps although its edited
+	// spec may no longer share them; nil when none.
+	Refused error
+}
+
+// Rebuild restores the allocations the Services' statuses record, claims
+// in order of precedence (the true holder first). An address claimed by
+// several Services stays with each of them when the CCM wrote all their
+// statuses and the sharing they had broke only because a spec was edited
+// since (its ports, traffic policy, selector, sharing key, an annotation):
+// the CCM refused that edit and kept the address, so the rebuild keeps it
+// too, and the edited Service is the one refused, never the other. Any
+// other contested address goes to the first claim; the later ones lose it
+// and keep the rest.
+func Rebuild(pools []config.Pool, claims []Claim) (*Allocator, []Restored) {
+	a := New(pools)
+	out := make([]Restored, 0, len(claims))
+	index := map[string]int{} // Service -> its entry in out
+	ours, edited := map[string]bool{}, map[string]bool{}
+	for _, c := range claims {
+		req := c.Request
+		ours[req.Service], edited[req.Service] = c.Ours, c.Ours && c.Edited
+		var kept, refusedHere []netip.Addr
+		var lost, refused []string
+		for _, addr := range c.Addresses {
+			err := a.shareable(addr, req)
+			if err == nil {
+				kept = append(kept, addr)
+				continue
+			}
+			holders := a.owners[addr]
+			wasShared := c.Ours && !slices.ContainsFunc(holders, func(o owner) bool { return !ours[o.service] })
+			switch {
+			case wasShared && edited[req.Service]:
+				kept, refusedHere = append(kept, addr), append(refusedHere, addr)
+				refused = append(refused, err.Error())
+			case wasShared && slices.ContainsFunc(holders, func(o owner) bool { return edited[o.service] }):
+				// A holder that was edited is the one refused.
+				for i := range holders {
+					if o := &holders[i]; edited[o.service] && !o.refused {
+						o.refused = true
+						r := &out[index[o.service]]
+						r.Refused = errors.Join(r.Refused, fmt.Errorf("the Service keeps %s, but its spec may no longer share it with Service %s", addr, req.Service))
+					}
+				}
+				if err := a.shareableSkipping(addr, req, true); err != nil {
+					lost = append(lost, err.Error())
+					continue
+				}
+				kept = append(kept, addr)
+			default:
+				lost = append(lost, err.Error())
+			}
+		}
+		if len(kept) > 0 {
+			a.take(req, kept)
+			for _, addr := range refusedHere {
+				for i := range a.owners[addr] {
+					if a.owners[addr][i].service == req.Service {
+						a.owners[addr][i].refused = true
+					}
+				}
+			}
+		}
+		r := Restored{Service: req.Service, Kept: kept}
+		if len(lost) > 0 {
+			r.Lost = errors.New(strings.Join(lost, "; "))
+		}
+		if len(refused) > 0 {
+			r.Refused = fmt.Errorf("the Service keeps its address, but its spec may no longer share it: %s", strings.Join(refused, "; "))
+		}
+		index[req.Service] = len(out)
+		out = append(out, r)
+	}
+	return a, out
+}
+
 func (a *Allocator) take(req Request, addrs []netip.Addr) {
 	a.Release(req.Service)
 	for _, addr := range addrs {
@@ -205,10 +306,15 @@ func (a *Allocator) take(req Request, addrs []netip.Addr) {
 	a.byService[req.Service] = slices.Clone(addrs)
 }
 
-// shareable says why req may not use addr, or nil if it may.
+// shareable says why req may not use addr, or nil if it may. A sharer
+// whose edit was refused does not count against the others holding addr.
 func (a *Allocator) shareable(addr netip.Addr, req Request) error {
+	return a.shareableSkipping(addr, req, slices.Contains(a.byService[req.Service], addr))
+}
+
+func (a *Allocator) shareableSkipping(addr netip.Addr, req Request, skipRefused bool) error {
 	for _, o := range a.owners[addr] {
-		if o.service == req.Service {
+		if o.service == req.Service || (o.refused && skipRefused) {
 			continue
 		}
 		if req.SharingKey == "" || o.sharingKey != req.SharingKey {

@@ -413,3 +413,85 @@ func TestUsage(t *testing.T) {
 		t.Errorf("after a release: %+v", got)
 	}
 }
+
+// TestRebuildRestoresWhatTheStatusesSay: A and B share an address; an edit
+// of one of them that the CCM refused (it kept the address) must not, at
+// the next rebuild, cost the other its address. Whatever the order the
+// claims come in, both keep it, the edited one is refused and the other
+// is free to be ensured again.
+func TestRebuildRestoresWhatTheStatusesSay(t *testing.T) {
+	ps := pools(t, `  - {name: p, addresses: [192.0.2.0/28]}`)
+	shared := func(svc string, port int32) Request {
+		r := v4(svc)
+		r.SharingKey, r.Ports = "k", []Port{{"TCP", port}}
+		return r
+	}
+	a, b := shared("a", 80), shared("b", 443)
+	clashing := shared("b", 80)
+	unkeyed := shared("b", 443)
+	unkeyed.SharingKey = ""
+	local := shared("b", 443)
+	local.TrafficLocal = true
+	x := addrs("192.0.2.1")
+	for _, tc := range []struct {
+		name    string
+		claims  []Claim
+		keep    map[string]int // Service -> addresses kept
+		refused string         // the Service refused, "" for none
+		lost    string         // the Service that lost an address, "" for none
+	}{
+		{name: "no edit", claims: []Claim{{a, x, true, false}, {b, x, true, false}}, keep: map[string]int{"a": 1, "b": 1}},
+		{name: "B's ports clash, A first", claims: []Claim{{a, x, true, false}, {clashing, x, true, true}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
+		{name: "B's ports clash, B first", claims: []Claim{{clashing, x, true, true}, {a, x, true, false}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
+		{name: "B's sharing key removed", claims: []Claim{{unkeyed, x, true, true}, {a, x, true, false}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
+		{name: "B's traffic policy changed", claims: []Claim{{a, x, true, false}, {local, x, true, true}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
+		{name: "a hand edit claims A's address", claims: []Claim{{a, x, true, false}, {clashing, x, false, true}}, keep: map[string]int{"a": 1}, lost: "b"},
+		{name: "two statuses the CCM wrote, never shared and never edited", claims: []Claim{{v4("a"), x, true, false}, {v4("b"), x, true, false}}, keep: map[string]int{"a": 1}, lost: "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			alloc, restored := Rebuild(ps, tc.claims)
+			for _, svc := range []string{"a", "b"} {
+				if got := len(alloc.Addresses("default/" + svc)); got != tc.keep[svc] {
+					t.Errorf("%s keeps %d addresses, want %d", svc, got, tc.keep[svc])
+				}
+			}
+			for _, r := range restored {
+				name := strings.TrimPrefix(r.Service, "default/")
+				if (r.Refused != nil) != (name == tc.refused) {
+					t.Errorf("%s refused: %v", name, r.Refused)
+				}
+				if (r.Lost != nil) != (name == tc.lost) {
+					t.Errorf("%s lost: %v", name, r.Lost)
+				}
+			}
+			if tc.refused == "" {
+				return
+			}
+			// The service controller ensures both again: the innocent one
+			// is ensured, the edited one refused, and nothing moves.
+			for _, c := range tc.claims {
+				got, err := alloc.Allocate(c.Request)
+				name := strings.TrimPrefix(c.Request.Service, "default/")
+				if name == tc.refused {
+					if err == nil {
+						t.Errorf("the edited %s was ensured: %v", name, got)
+					}
+				} else if err != nil || !slices.Equal(got, x) {
+					t.Errorf("the innocent %s: %v %v, want %v", name, got, err, x)
+				}
+			}
+			for _, svc := range []string{"a", "b"} {
+				if got := alloc.Addresses("default/" + svc); !slices.Equal(got, x) {
+					t.Errorf("after ensuring: %s holds %v, want %v", svc, got, x)
+				}
+			}
+			// Undoing the edit is ensured and clears the refusal.
+			if got, err := alloc.Allocate(shared(tc.refused, 443)); err != nil || !slices.Equal(got, x) {
+				t.Errorf("the edit undone: %v %v", got, err)
+			}
+			if got, err := alloc.Allocate(a); err != nil || !slices.Equal(got, x) {
+				t.Errorf("a after the edit was undone: %v %v", got, err)
+			}
+		})
+	}
+}

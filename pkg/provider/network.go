@@ -319,6 +319,30 @@ func wroteStatus(svc *v1.Service) bool {
 	return false
 }
 
+// editedSinceStatus reports whether the Service's spec or metadata was
+// changed by someone else after this CCM last wrote its addresses: the
+// API server records when each manager last changed what it owns (to the
+// second).
+func editedSinceStatus(svc *v1.Service) bool {
+	var wrote, edited time.Time
+	for _, mf := range svc.ManagedFields {
+		if mf.Time == nil {
+			continue
+		}
+		switch {
+		case mf.Manager == fieldManager && mf.Subresource == "status":
+			if mf.Time.After(wrote) {
+				wrote = mf.Time.Time
+			}
+		case mf.Manager != fieldManager && mf.Subresource == "":
+			if mf.Time.After(edited) {
+				edited = mf.Time.Time
+			}
+		}
+	}
+	return !wrote.IsZero() && edited.After(wrote)
+}
+
 // derive sets the allocations and routes to what the cluster records: the
 // addresses in each Service's status, each Node's pod CIDRs. The leader
 // derives them once, when it takes over, and reports conflicts; a standby
@@ -332,8 +356,8 @@ func (n *network) derive(leading bool) {
 		return
 	}
 	byHolder(svcs)
-	alloc := ipam.New(n.cfg.LoadBalancer.Pools)
-	services := map[string]*lbService{}
+	var claims []ipam.Claim
+	byKey := map[string]*v1.Service{}
 	for _, svc := range svcs {
 		vips := statusAddresses(svc)
 		if !managed(svc) || len(vips) == 0 || (!leading && svc.DeletionTimestamp != nil) {
@@ -343,16 +367,27 @@ func (n *network) derive(leading bool) {
 		if err != nil && leading {
 			klog.ErrorS(err, "Annotation of a Service with addresses is not valid; keeping its addresses", "service", klog.KObj(svc))
 		}
-		kept, err := alloc.Assign(req, vips)
-		if err != nil && leading {
-			klog.ErrorS(err, "Service status claims an address another Service holds", "service", klog.KObj(svc), "kept", kept)
+		byKey[req.Service] = svc
+		claims = append(claims, ipam.Claim{Request: req, Addresses: vips, Ours: wroteStatus(svc), Edited: editedSinceStatus(svc)})
+	}
+	alloc, restored := ipam.Rebuild(n.cfg.LoadBalancer.Pools, claims)
+	services := map[string]*lbService{}
+	for _, r := range restored {
+		svc := byKey[r.Service]
+		if r.Lost != nil && leading {
+			klog.ErrorS(r.Lost, "Service status claims an address another Service holds", "service", klog.KObj(svc), "kept", r.Kept)
 			n.eventf(serviceRef(svc.Namespace, svc.Name), v1.EventTypeWarning, "AddressConflict",
-				"status.loadBalancer.ingress claims an address another Service holds (%v); this Service keeps %v and gets a new address for the rest", err, kept)
+				"status.loadBalancer.ingress claims an address another Service holds (%v); this Service keeps %v and gets a new address for the rest", r.Lost, r.Kept)
 		}
-		if len(kept) == 0 {
+		if r.Refused != nil && leading {
+			// Its next EnsureLoadBalancer is refused too, and says so on
+			// the Service (SyncLoadBalancerFailed).
+			klog.ErrorS(r.Refused, "Service edited so that it may no longer share its address; it keeps it, and so do the others", "service", klog.KObj(svc), "kept", r.Kept)
+		}
+		if len(r.Kept) == 0 {
 			continue
 		}
-		services[req.Service] = &lbService{namespace: svc.Namespace, name: svc.Name,
+		services[r.Service] = &lbService{namespace: svc.Namespace, name: svc.Name,
 			etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal}
 	}
 	n.alloc, n.services = alloc, services

@@ -244,3 +244,53 @@ func TestRouterIDWithoutPodIPIsTheAddressTowardsThePeers(t *testing.T) {
 		t.Errorf("router ID %v, want 127.0.0.1, this host's address towards its peer", got)
 	}
 }
+
+// A and B share an address; B is edited so that it may not share (its
+// port now clashes) and EnsureLoadBalancer refused that, keeping the
+// address. A failover must not renumber the innocent A: both keep it, and
+// the edited B is the one refused when it is ensured again.
+func TestRebuildKeepsARefusedShare(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	shared := func(name string, created time.Time, port int32) *v1.Service {
+		svc := lbWithStatus(name, created, "10.1.0.7")
+		svc.Annotations = map[string]string{AnnotationSharingKey: "web"}
+		svc.Spec.Ports = []v1.ServicePort{{Port: port, Protocol: v1.ProtocolTCP}}
+		statusBy(svc, fieldManager)
+		at := metav1.NewTime(created.Add(time.Second))
+		svc.ManagedFields[0].Time = &at
+		svc.ManagedFields = append(svc.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, Time: ptr(metav1.NewTime(created))})
+		return svc
+	}
+	// B is the older one, so a rebuild replays it first.
+	b := shared("b", t0, 80)
+	b.ManagedFields[1].Time = ptr(metav1.NewTime(t0.Add(time.Hour))) // edited after its status: port 443 -> 80
+	a := shared("a", t0.Add(time.Minute), 80)
+	for _, leading := range []bool{true, false} {
+		c := newCloud(t, followConfig)
+		withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
+		withServices(t, c, a, b)
+		c.net.mu.Lock()
+		c.net.derive(leading)
+		holdsA, holdsB := c.net.alloc.Addresses("ns/a"), c.net.alloc.Addresses("ns/b")
+		c.net.mu.Unlock()
+		want := []netip.Addr{netip.MustParseAddr("10.1.0.7")}
+		if !slices.Equal(holdsA, want) || !slices.Equal(holdsB, want) {
+			t.Fatalf("leading %v: after the rebuild A holds %v and B %v, want both %v", leading, holdsA, holdsB, want)
+		}
+	}
+	c := newCloud(t, followConfig)
+	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
+	withServices(t, c, a, b)
+	c.net.mu.Lock()
+	c.net.derive(true)
+	c.net.mu.Unlock()
+	ctx := context.Background()
+	if st, err := c.EnsureLoadBalancer(ctx, "", a, nil); err != nil || st.Ingress[0].IP != "10.1.0.7" {
+		t.Errorf("the innocent A ensured: %v %v", st, err)
+	}
+	if _, err := c.EnsureLoadBalancer(ctx, "", b, nil); err == nil || !strings.Contains(err.Error(), "keeps its address") {
+		t.Errorf("the edited B ensured: %v, want a refusal that keeps its address", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

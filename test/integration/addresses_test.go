@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,4 +171,39 @@ loadBalancer:
 		body := metrics(t, ccm)
 		return strings.Contains(body, "baremetal_load_balancer_vips_without_next_hops 1"), "not in /metrics"
 	})
+}
+
+// A share broken by a refused edit survives a restart: the edited Service
+// is the older one, so a rebuild replays it first; the innocent one keeps
+// its address (nothing renumbered), and the edited one is refused again.
+func TestARefusedShareSurvivesARestart(t *testing.T) {
+	const ns = "lb-refused"
+	s := newLBSite(t, ns)
+	lbNode(t, "refused-1", true, 71)
+	ccm := s.startCCM("ccm")
+	keyed := func(port int32) func(*v1.Service) {
+		return func(svc *v1.Service) {
+			svc.Annotations = map[string]string{"baremetal.cloudprovider.io/sharing-key": "k"}
+			svc.Spec.Ports = []v1.ServicePort{{Name: "p", Protocol: v1.ProtocolTCP, Port: port}}
+		}
+	}
+	createLBService(t, ns, "edited", keyed(8443))
+	shared := waitIngress(t, ns, "edited", 1)
+	createLBService(t, ns, "innocent", keyed(443))
+	if got := waitIngress(t, ns, "innocent", 1); !slices.Equal(got, shared) {
+		t.Fatalf("innocent %v and edited %v do not share", got, shared)
+	}
+	// The API server records changes to the second: the edit comes after
+	// the status the CCM wrote.
+	time.Sleep(1100 * time.Millisecond)
+	patchService(t, ns, "edited", `{"spec":{"ports":[{"name":"p","protocol":"TCP","port":443}]}}`)
+	warned(t, ns, "edited", "SyncLoadBalancerFailed", "the Service keeps its address")
+	ccm.Kill()
+
+	s.startCCM("ccm-restarted")
+	framework.Consistently(t, 5*time.Second, "both keep the shared address", func() (bool, string) {
+		innocent, edited := ingress(t, ns, "innocent"), ingress(t, ns, "edited")
+		return slices.Equal(innocent, shared) && slices.Equal(edited, shared), fmt.Sprintf("innocent %v, edited %v, want both %v", innocent, edited, shared)
+	})
+	s.waitRoute(shared[0]+"/32", "203.0.113.71")
 }
