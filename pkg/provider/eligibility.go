@@ -28,9 +28,10 @@ func nodeRouting(node *v1.Node) string {
 // eligibleNode is a Node that may be a next hop, with its addresses and
 // the hardware addresses its machine lists (for layer 2 pools).
 type eligibleNode struct {
-	name string
-	ips  []netip.Addr
-	macs []net.HardwareAddr
+	name    string
+	machine string // its inventory machine, "" if unlisted
+	ips     []netip.Addr
+	macs    []net.HardwareAddr
 }
 
 // readyNodes is every Ready Node that may be a next hop. Callers hold n.mu.
@@ -44,7 +45,11 @@ func (n *network) readyNodes() []eligibleNode {
 			continue
 		}
 		if addrs, err := n.cloudAddresses(node); err == nil {
-			out = append(out, eligibleNode{name: node.Name, ips: nodeIPs(addrs), macs: n.machineMACs(node)})
+			e := eligibleNode{name: node.Name, ips: nodeIPs(addrs), macs: n.machineMACs(node)}
+			if m, ok := n.inv.FindMachine(nodeKeys(node)); ok {
+				e.machine = m.Name
+			}
+			out = append(out, e)
 		}
 	}
 	n.pinned.keep(names)

@@ -174,7 +174,7 @@ func (n *network) learnFirst(segs []segment) {
 				if !slices.ContainsFunc(node.ips, func(ip netip.Addr) bool { return containedIn(ip, subnets) }) {
 					continue // not on this segment: nothing to learn
 				}
-				if _, ok := macOn(seg, subnets, node); !ok {
+				if _, ok, _ := macOn(seg, subnets, node); !ok {
 					missing++
 				}
 			}
@@ -221,14 +221,20 @@ func (n *network) desiredL2() map[string]l2.Table {
 	// Each node's MAC on each segment, found once per convergence, not
 	// once per VIP: asking the segment takes its lock.
 	nodeMACs := map[string]map[string]net.HardwareAddr{}
+	unseen := map[[2]string]bool{}
 	for iface, seg := range n.segments {
 		nodeMACs[iface] = map[string]net.HardwareAddr{}
 		for _, node := range ready {
-			if mac, ok := macOn(seg, subnets[iface], node); ok {
+			mac, ok, notSeen := macOn(seg, subnets[iface], node)
+			if ok {
 				nodeMACs[iface][node.name] = mac
+			}
+			if notSeen && slices.ContainsFunc(node.ips, func(ip netip.Addr) bool { return containedIn(ip, subnets[iface]) }) {
+				unseen[[2]string{iface, node.name}] = true
 			}
 		}
 	}
+	n.reportUnseenMACs(unseen, ready)
 	held := map[netip.Addr]bool{}
 	count := map[[2]string]float64{}
 	unanswered := 0
@@ -266,13 +272,7 @@ func (n *network) desiredL2() map[string]l2.Table {
 			count[[2]string{iface, chosen}]++
 		}
 	}
-	for vip := range n.vipL2 {
-		if !held[vip] {
-			delete(n.vipL2, vip)
-			delete(n.offSegment, vip)
-			delete(n.l2Stranded, vip)
-		}
-	}
+	n.forgetVIPsBut(held)
 	for k := range n.l2Counted {
 		if count[k] == 0 {
 			l2VIPs.DeleteLabelValues(k[0], k[1])
@@ -311,11 +311,14 @@ func (n *network) announcedBy(vip netip.Addr) (config.Announce, string) {
 }
 
 // macOn is the hardware address a node is reached at on a segment: the
-// inventory's, the one seen there when it lists several; else the one
-// learned for the node's address in the segment's subnets.
-func macOn(seg segment, subnets []netip.Prefix, node eligibleNode) (net.HardwareAddr, bool) {
+// inventory's when it lists one; when it lists several, the one seen
+// there, and none while none is (any of them may be on another segment:
+// naming it would black-hole the node's VIPs); else the one learned for
+// the node's address in the segment's subnets. unseen is set for a node
+// listing several, none seen.
+func macOn(seg segment, subnets []netip.Prefix, node eligibleNode) (mac net.HardwareAddr, ok, unseen bool) {
 	if len(node.macs) == 1 {
-		return node.macs[0], true
+		return node.macs[0], true, false
 	}
 	var learned net.HardwareAddr
 	for _, ip := range node.ips {
@@ -326,15 +329,15 @@ func macOn(seg segment, subnets []netip.Prefix, node eligibleNode) (net.Hardware
 			}
 		}
 	}
+	if len(node.macs) == 0 {
+		return learned, learned != nil, false
+	}
 	for _, m := range node.macs {
 		if bytes.Equal(m, learned) {
-			return m, true
+			return m, true, false
 		}
 	}
-	if len(node.macs) > 0 {
-		return node.macs[0], true
-	}
-	return learned, learned != nil
+	return nil, false, true
 }
 
 func containedIn(ip netip.Addr, prefixes []netip.Prefix) bool {
@@ -353,6 +356,31 @@ func hasFamily(ips []netip.Addr, v4 bool) bool {
 		}
 	}
 	return false
+}
+
+// reportUnseenMACs tells each node listing several MACs, none seen on a
+// segment it has an address on, that it carries none of that segment's
+// VIPs; once for as long as it stays so. Callers hold n.mu.
+func (n *network) reportUnseenMACs(unseen map[[2]string]bool, ready []eligibleNode) {
+	machines := map[string]eligibleNode{}
+	for _, node := range ready {
+		machines[node.name] = node
+	}
+	for k := range unseen {
+		if n.macUnseen[k] {
+			continue
+		}
+		node := machines[k[1]]
+		klog.ErrorS(nil, "Node lists several MACs, none seen on the segment; it carries none of its layer 2 VIPs", "node", k[1], "interface", k[0], "macs", node.macs)
+		n.eventf(nodeRef(k[1]), v1.EventTypeWarning, "L2MACNotSeen",
+			"none of the macAddresses %v of machine %q answers on interface %s; the node carries none of its layer 2 VIPs until one does (list the one on that segment first, or only it)", node.macs, node.machine, k[0])
+	}
+	for k := range n.macUnseen {
+		if !unseen[k] {
+			klog.InfoS("Node's MAC seen on the segment again; it carries layer 2 VIPs", "node", k[1], "interface", k[0])
+		}
+	}
+	n.macUnseen = unseen
 }
 
 // reportOffSegment tells a Service, once, that the leader cannot answer

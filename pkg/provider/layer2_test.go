@@ -255,12 +255,46 @@ func TestLayer2HardwareAddresses(t *testing.T) {
 			t.Errorf("c answered with the MAC the segment does not see")
 		}
 	}
+}
+
+// A node listing several MACs, none of them seen on the segment, is not
+// named there: any of them may be on another segment, and its share of
+// the VIPs would be black-holed. Its Node is told, once, naming the
+// machine and the interface; once a MAC is seen it carries VIPs again.
+func TestLayer2NodeWithSeveralMACsNoneSeenIsSkipped(t *testing.T) {
+	c, seg, ev := l2Cloud(t, 30)
+	c.net.convergeL2()
+	if !slices.Contains(answersOf(seg.last()), "02:00:00:00:00:cc") {
+		t.Fatalf("c, seen at its second MAC, carries nothing: %v", seg.last())
+	}
 	seg.mu.Lock()
 	delete(seg.learned, netip.MustParseAddr("192.168.1.13"))
 	seg.mu.Unlock()
 	c.net.convergeL2()
-	if !slices.ContainsFunc(answersOf(seg.last()), func(mac string) bool { return mac == "02:00:00:00:00:0c" }) {
-		t.Errorf("c, seen nowhere, is not named by the first of its listed MACs: %v", seg.last())
+	c.net.convergeL2()
+	for _, mac := range answersOf(seg.last()) {
+		if mac == "02:00:00:00:00:0c" || mac == "02:00:00:00:00:cc" {
+			t.Fatalf("c, none of whose MACs is seen on eth0, is named: %v", seg.last())
+		}
+	}
+	if len(seg.last()) != 30 {
+		t.Errorf("%d of 30 VIPs answered, want all on the other nodes", len(seg.last()))
+	}
+	said := 0
+	for _, e := range ev.all {
+		if strings.HasPrefix(e, "Node c L2MACNotSeen: ") && strings.Contains(e, `machine "c"`) && strings.Contains(e, "eth0") {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Errorf("L2MACNotSeen said %d times, want once: %v", said, ev.all)
+	}
+	seg.mu.Lock()
+	seg.learned[netip.MustParseAddr("192.168.1.13")] = mustMAC("02:00:00:00:00:0c")
+	seg.mu.Unlock()
+	c.net.convergeL2()
+	if !slices.Contains(answersOf(seg.last()), "02:00:00:00:00:0c") {
+		t.Errorf("c, seen again at its first MAC, carries nothing: %v", seg.last())
 	}
 }
 
@@ -386,5 +420,48 @@ func TestLayer2FirstTableWaitsForLearnedNodes(t *testing.T) {
 	}
 	if perNode["b"] == 0 {
 		t.Errorf("the first table puts no VIP on b, whose MAC answers within the wait: %v", perNode)
+	}
+}
+
+// What is said of a layer 2 VIP is forgotten with it, whichever pass
+// (BGP's or layer 2's) sees it go first: an address given to a new Service
+// is said again, and nothing is kept for addresses no Service holds.
+func TestLayer2SaidOnceIsForgottenWithTheVIP(t *testing.T) {
+	c, _, ev := l2Cloud(t, 0)
+	offSegment := func(name string, ip string) *v1.Service {
+		svc := svcNamed("ns", name)
+		svc.Annotations = map[string]string{"baremetal.cloudprovider.io/address-pool": "elsewhere"}
+		if ip != "" {
+			svc.Annotations["baremetal.cloudprovider.io/load-balancer-ips"] = ip
+		}
+		return svc
+	}
+	first := offSegment("first", "")
+	vip := ensure(t, c, first)[0]
+	c.net.convergeL2()
+	if err := c.EnsureLoadBalancerDeleted(context.Background(), "", first); err != nil {
+		t.Fatal(err)
+	}
+	// The BGP pass runs first, as it does on every replica.
+	c.net.mu.Lock()
+	c.net.desiredPaths()
+	c.net.mu.Unlock()
+	c.net.convergeL2()
+	c.net.mu.Lock()
+	left := len(c.net.offSegment) + len(c.net.l2Stranded) + len(c.net.vipL2)
+	c.net.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d entries kept for VIPs no Service holds", left)
+	}
+	ensure(t, c, offSegment("second", vip))
+	c.net.convergeL2()
+	n := 0
+	for _, e := range ev.all {
+		if strings.Contains(e, "VIPOutsideSegment: address "+vip+" ") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("VIPOutsideSegment said %d times for %s, held by two Services in turn, want twice: %v", n, vip, ev.all)
 	}
 }

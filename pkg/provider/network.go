@@ -97,6 +97,9 @@ type network struct {
 	offSegment    map[netip.Addr]bool
 	l2Stranded    map[netip.Addr]bool
 	l2Counted     map[[2]string]float64
+	// macUnseen are the (interface, node) pairs said to have none of their
+	// several MACs seen there.
+	macUnseen map[[2]string]bool
 
 	// pinned are the addresses Nodes without inventory addresses were
 	// initialised with.
@@ -566,21 +569,34 @@ func (n *network) desiredPaths() []bgp.Announcement {
 			})
 		}
 	}
-	for vip := range n.vipAttrs {
-		if !seen[vip] {
-			delete(n.vipAttrs, vip)
-			delete(n.stranded, vip)
+	n.forgetVIPsBut(seen)
+	vipsWithoutNextHops.Set(float64(unannounced))
+	return paths
+}
+
+// forgetVIPsBut forgets what is kept of every VIP not in held: the
+// attributes it was announced with, the interface it was answered on, and
+// what was said of it. Both passes call it (a standby runs only the BGP
+// one), so whichever sees a VIP go first forgets all of it. Callers hold
+// n.mu.
+func (n *network) forgetVIPsBut(held map[netip.Addr]bool) {
+	for _, m := range []map[netip.Addr]bool{n.stranded, n.offSegment, n.l2Stranded} {
+		for vip := range m {
+			if !held[vip] {
+				delete(m, vip)
+			}
 		}
 	}
-	// announcedBy remembers layer 2 VIPs on every replica; a standby,
-	// which runs no desiredL2, forgets them here once they are gone.
+	for vip := range n.vipAttrs {
+		if !held[vip] {
+			delete(n.vipAttrs, vip)
+		}
+	}
 	for vip := range n.vipL2 {
-		if !seen[vip] {
+		if !held[vip] {
 			delete(n.vipL2, vip)
 		}
 	}
-	vipsWithoutNextHops.Set(float64(unannounced))
-	return paths
 }
 
 // reportStranded tells a Service, once, that its VIP cannot be announced:
