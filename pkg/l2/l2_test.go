@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
@@ -196,5 +197,215 @@ func TestNeighborAdvertisement(t *testing.T) {
 	}
 	if got := m.(*ndp.NeighborAdvertisement); got.Solicited || !got.Override || got.TargetAddress != vip {
 		t.Errorf("unsolicited advertisement read back as %+v", got)
+	}
+}
+
+// Only an ARP reply to our own question teaches a node's MAC: sent to us,
+// naming us as its target, from the MAC it names.
+func TestARPAnswerTeachesOnlyRepliesToUs(t *testing.T) {
+	own := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}
+	node := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x0b}
+	spoof := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x66}
+	other := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x77}
+	ip := netip.MustParseAddr("192.0.2.12")
+	frame := func(op arp.Operation, sender, target, ethSrc, ethDst net.HardwareAddr, senderIP netip.Addr) []byte {
+		p, err := arp.NewPacket(op, sender, senderIP, target, netip.MustParseAddr("192.0.2.1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, ok := arpFrame(p, ethSrc, ethDst)
+		if !ok {
+			t.Fatal("frame")
+		}
+		return b
+	}
+	zero := net.HardwareAddr{0, 0, 0, 0, 0, 0}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		ok    bool
+	}{
+		{"the node's reply to us", frame(arp.OperationReply, node, own, node, own, ip), true},
+		{"a reply to another host", frame(arp.OperationReply, spoof, other, spoof, other, ip), false},
+		{"a reply to us naming another MAC than sent it", frame(arp.OperationReply, spoof, own, node, own, ip), false},
+		{"a reply sent to us whose target is another host", frame(arp.OperationReply, spoof, other, spoof, own, ip), false},
+		{"a gratuitous request", frame(arp.OperationRequest, spoof, zero, spoof, broadcast, ip), false},
+		{"a request to us", frame(arp.OperationRequest, spoof, zero, spoof, own, ip), false},
+		{"a reply broadcast", frame(arp.OperationReply, spoof, own, spoof, broadcast, ip), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, mac, ok := arpAnswer(tc.frame, own)
+			if ok != tc.ok || ok && (got != ip || !bytes.Equal(mac, node)) {
+				t.Errorf("arpAnswer: %v %v %v, want ok %v", got, mac, ok, tc.ok)
+			}
+		})
+	}
+}
+
+// learner is a responder without sockets, for the rules of learning.
+func learner() (*Responder, *[]string) {
+	var said []string
+	r := &Responder{table: Table{}, groups: map[netip.Addr]int{}, learned: map[netip.Addr]*learning{}, bursts: map[netip.Addr]*burst{},
+		OnLearned: func() {}, OnConflict: func(ip netip.Addr, macs []net.HardwareAddr) { said = append(said, fmt.Sprint(ip, macs)) }}
+	return r, &said
+}
+
+func TestLearningTrustsOnlyAnswersToItsQuestions(t *testing.T) {
+	node := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x0b}
+	spoof := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x66}
+	ip := netip.MustParseAddr("192.0.2.12")
+	answer := func(r *Responder, mac net.HardwareAddr) {
+		r.mu.Lock()
+		r.learn(ip, mac)
+		r.mu.Unlock()
+	}
+	known := func(r *Responder) string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if l := r.learned[ip]; l != nil && l.mac != nil {
+			return l.mac.String()
+		}
+		return ""
+	}
+	settle := func(r *Responder) {
+		r.mu.Lock()
+		asked := r.learned[ip].asked
+		r.mu.Unlock()
+		r.settle(ip, asked)
+	}
+	// A question again, as at the next relearn.
+	askAgain := func(r *Responder) {
+		r.mu.Lock()
+		r.learned[ip].asked = time.Now().Add(-relearn - time.Second)
+		r.mu.Unlock()
+		r.Learned(ip)
+	}
+
+	t.Run("nothing asked, nothing learned", func(t *testing.T) {
+		r, _ := learner()
+		answer(r, spoof)
+		if got := known(r); got != "" {
+			t.Errorf("learned %s unasked", got)
+		}
+	})
+	t.Run("an answer after the window is ignored", func(t *testing.T) {
+		r, _ := learner()
+		r.Learned(ip)
+		r.mu.Lock()
+		r.learned[ip].asked = time.Now().Add(-answerWindow - time.Second)
+		r.mu.Unlock()
+		answer(r, node)
+		if got := known(r); got != "" {
+			t.Errorf("learned %s after the window", got)
+		}
+	})
+	t.Run("the first answer is used at once", func(t *testing.T) {
+		r, said := learner()
+		r.Learned(ip)
+		answer(r, node)
+		if got := known(r); got != node.String() {
+			t.Errorf("learned %q, want %s", got, node)
+		}
+		settle(r)
+		if len(*said) != 0 {
+			t.Errorf("conflicts %v", *said)
+		}
+	})
+	t.Run("two answers to one question: neither", func(t *testing.T) {
+		r, said := learner()
+		r.Learned(ip)
+		answer(r, node)
+		answer(r, spoof)
+		settle(r)
+		if got := known(r); got != "" {
+			t.Errorf("learned %s from disagreeing answers", got)
+		}
+		if len(*said) != 1 {
+			t.Errorf("conflicts said %v, want one", *said)
+		}
+	})
+	t.Run("a known MAC stays against a disagreeing answer", func(t *testing.T) {
+		r, said := learner()
+		r.Learned(ip)
+		answer(r, node)
+		settle(r)
+		askAgain(r)
+		answer(r, spoof)
+		answer(r, node)
+		if got := known(r); got != node.String() {
+			t.Errorf("in force during the window: %q, want %s", got, node)
+		}
+		settle(r)
+		if got := known(r); got != node.String() {
+			t.Errorf("after the window %q, want %s", got, node)
+		}
+		if len(*said) != 1 {
+			t.Errorf("conflicts said %v, want one", *said)
+		}
+	})
+	t.Run("a change is held down, then taken", func(t *testing.T) {
+		r, said := learner()
+		r.Learned(ip)
+		answer(r, node)
+		settle(r)
+		askAgain(r)
+		answer(r, spoof)
+		settle(r)
+		if got := known(r); got != node.String() {
+			t.Errorf("changed within the hold-down to %q", got)
+		}
+		if len(*said) != 1 {
+			t.Errorf("the held change said %v, want once", *said)
+		}
+		r.mu.Lock()
+		r.learned[ip].changed = time.Now().Add(-holdDown - time.Second)
+		r.mu.Unlock()
+		askAgain(r)
+		answer(r, spoof) // a replaced network card
+		settle(r)
+		if got := known(r); got != spoof.String() {
+			t.Errorf("after the hold-down %q, want %s", got, spoof)
+		}
+	})
+}
+
+// A VIP whose node changes again within burstGap is announced once more
+// when the gap ends, not at every change: alternating tables cannot make
+// the responder flood the segment.
+func TestBurstsAreSpacedPerVIP(t *testing.T) {
+	gap := burstGap
+	burstGap = 200 * time.Millisecond
+	defer func() { burstGap = gap }()
+	r, _ := learner()
+	vip := netip.MustParseAddr("192.0.2.200")
+	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	for i := range 50 {
+		mac := a
+		if i%2 == 1 {
+			mac = b
+		}
+		r.Set(Table{vip: mac})
+	}
+	r.mu.Lock()
+	bu := r.bursts[vip]
+	waiting := bu != nil && bu.waiting
+	r.mu.Unlock()
+	if !waiting {
+		t.Fatal("no burst waits for the gap after 50 changes")
+	}
+	time.Sleep(300 * time.Millisecond)
+	r.mu.Lock()
+	waiting = r.bursts[vip].waiting
+	r.mu.Unlock()
+	if waiting {
+		t.Error("the waiting burst was not sent when the gap ended")
+	}
+	r.Set(Table{})
+	time.Sleep(10 * time.Millisecond)
+	r.mu.Lock()
+	left := len(r.bursts)
+	r.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d bursts kept for VIPs no longer in the table", left)
 	}
 }

@@ -35,6 +35,27 @@ func arpPacket(frame []byte, own net.HardwareAddr) (*arp.Packet, bool) {
 	return &p, true
 }
 
+// arpAnswer is, for a frame that answers one of own's questions, the
+// address it answers for and the hardware address it names: an ARP reply
+// sent to own, whose Ethernet source is the hardware address it names.
+// Anything else (a request, a gratuitous announcement, a reply to another
+// host, a frame whose payload names another host than sent it) teaches
+// nothing: one frame must not move a node's VIPs.
+func arpAnswer(frame []byte, own net.HardwareAddr) (netip.Addr, net.HardwareAddr, bool) {
+	var f ethernet.Frame
+	if err := f.UnmarshalBinary(frame); err != nil || f.EtherType != ethernet.EtherTypeARP || !bytes.Equal(f.Destination, own) {
+		return netip.Addr{}, nil, false
+	}
+	var p arp.Packet
+	if err := p.UnmarshalBinary(f.Payload); err != nil || p.Operation != arp.OperationReply {
+		return netip.Addr{}, nil, false
+	}
+	if !bytes.Equal(p.TargetHardwareAddr, own) || !bytes.Equal(f.Source, p.SenderHardwareAddr) || len(p.SenderHardwareAddr) != 6 {
+		return netip.Addr{}, nil, false
+	}
+	return p.SenderIP, p.SenderHardwareAddr, true
+}
+
 // arpReply is the reply to req naming mac as the hardware address of its
 // target, sent from own to the asker; ok is false when the target is not
 // in the table or req asks nothing.

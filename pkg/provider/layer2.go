@@ -38,16 +38,35 @@ type segment interface {
 	Set(l2.Table)
 }
 
-// openSegment starts answering on an interface until ctx ends.
-var openSegment = func(ctx context.Context, iface string, learned func()) (segment, error) {
+// openSegment starts answering on an interface until ctx ends, reporting
+// to n.
+var openSegment = func(ctx context.Context, iface string, n *network) (segment, error) {
 	r, err := l2.Listen(iface)
 	if err != nil {
 		return nil, err
 	}
 	r.OnReply = func(p string) { l2Replies.WithLabelValues(p).Inc() }
 	r.OnAnnounce = func(p string) { l2Announcements.WithLabelValues(p).Inc() }
-	r.OnLearned = learned
-	go r.Run(ctx)
+	r.OnLearned = n.announce
+	r.OnConflict = func(ip netip.Addr, macs []net.HardwareAddr) {
+		l2LearningConflicts.WithLabelValues(iface).Inc()
+		klog.ErrorS(nil, "Conflicting or changing answers for a node's hardware address; keeping what is known", "interface", iface, "address", ip, "answers", macs)
+	}
+	r.OnSocket = func(protocol string, err error) {
+		if err == nil {
+			l2SocketDown.WithLabelValues(iface, protocol).Set(0)
+			return
+		}
+		l2SocketErrors.WithLabelValues(iface, protocol).Inc()
+		l2SocketDown.WithLabelValues(iface, protocol).Set(1)
+		n.podEventf(v1.EventTypeWarning, "L2SocketFailed", "reading %s on interface %s failed (%v); its layer 2 VIPs are not answered until it opens again (tried at once, then up to every 5s)", protocol, iface, err)
+	}
+	go func() {
+		r.Run(ctx)
+		for _, p := range []string{l2.ProtocolARP, l2.ProtocolNDP} {
+			l2SocketDown.DeleteLabelValues(iface, p)
+		}
+	}()
 	return r, nil
 }
 
@@ -135,7 +154,7 @@ func (n *network) openSegments(ctx context.Context) {
 	defer func() { n.learnFirst(opened) }()
 	for _, iface := range missing {
 		sctx, stop := context.WithCancel(ctx)
-		seg, err := openSegment(sctx, iface, n.announce)
+		seg, err := openSegment(sctx, iface, n)
 		n.mu.Lock()
 		if err != nil {
 			stop()

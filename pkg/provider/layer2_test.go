@@ -112,7 +112,7 @@ func l2Cloud(t *testing.T, count int) (*Cloud, *fakeSegment, *events) {
 	}
 	seg := newFakeSegment()
 	open := openSegment
-	openSegment = func(ctx context.Context, _ string, _ func()) (segment, error) { seg.ctx = ctx; return seg, nil }
+	openSegment = func(ctx context.Context, _ string, _ *network) (segment, error) { seg.ctx = ctx; return seg, nil }
 	t.Cleanup(func() { openSegment = open })
 	c.net.leading = true
 	c.net.openSegments(context.Background())
@@ -334,7 +334,7 @@ func TestLayer2InterfaceThatWillNotOpen(t *testing.T) {
 	c.net.mu.Lock()
 	c.net.segments = map[string]*openedSegment{}
 	c.net.mu.Unlock()
-	openSegment = func(context.Context, string, func()) (segment, error) {
+	openSegment = func(context.Context, string, *network) (segment, error) {
 		return nil, errors.New("opening an ARP socket on eth0 (it needs CAP_NET_RAW): operation not permitted")
 	}
 	c.net.openSegments(context.Background())
@@ -352,7 +352,7 @@ func TestLayer2InterfaceThatWillNotOpen(t *testing.T) {
 		t.Errorf("L2NotStarted said %d times, want once: %v", n, ev.all)
 	}
 	seg := newFakeSegment()
-	openSegment = func(context.Context, string, func()) (segment, error) { return seg, nil }
+	openSegment = func(context.Context, string, *network) (segment, error) { return seg, nil }
 	c.net.openSegments(context.Background())
 	if len(c.net.segments) != 0 {
 		t.Error("tried again at once, not after 10 s")
@@ -411,7 +411,7 @@ func TestLayer2FirstTableWaitsForLearnedNodes(t *testing.T) {
 	c.net.mu.Lock()
 	c.net.segments = map[string]*openedSegment{}
 	c.net.mu.Unlock()
-	openSegment = func(context.Context, string, func()) (segment, error) { return seg, nil }
+	openSegment = func(context.Context, string, *network) (segment, error) { return seg, nil }
 	c.net.openSegments(context.Background())
 	c.net.convergeL2()
 	perNode := map[string]int{}

@@ -30,7 +30,7 @@ var (
 func configLoaded(ok bool) {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing,
-			l2VIPs, l2VIPsUnanswered, l2Replies, l2Announcements, poolAddresses)
+			l2VIPs, l2VIPsUnanswered, l2Replies, l2Announcements, l2SocketErrors, l2SocketDown, l2LearningConflicts, poolAddresses)
 	})
 	if ok {
 		configReloads.WithLabelValues("success").Inc()
@@ -132,4 +132,22 @@ var (
 		Help:           "Gratuitous ARPs and unsolicited Neighbor Advertisements sent when a VIP's node changed or a leader started, by protocol.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"protocol"})
+	l2SocketErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_l2",
+		Name:           "socket_errors_total",
+		Help:           "Reads from an interface's ARP or NDP socket that failed (an interface bounced, a driver reset); the socket is opened again.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"interface", "protocol"})
+	l2SocketDown = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_l2",
+		Name:           "socket_down",
+		Help:           "1 while an interface's ARP or NDP socket failed and is not open again (its layer 2 VIPs of that family are not answered), else 0.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"interface", "protocol"})
+	l2LearningConflicts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_l2",
+		Name:           "learning_conflicts_total",
+		Help:           "Questions for a node's hardware address answered with disagreeing addresses, or with a change within the hold-down; what is known is kept.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"interface"})
 )

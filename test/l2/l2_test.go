@@ -208,6 +208,70 @@ func TestLayer2(t *testing.T) {
 		}
 	})
 
+	t.Run("spoofed ARP for a node moves none of its VIPs", func(t *testing.T) {
+		placed := settled(t)
+		// n2's MAC is learned (n1's is in the inventory): an attacker on
+		// the segment says n2's address is at its own MAC, to everyone
+		// and to each replica, for longer than a question's window.
+		const attacker = "02:49:00:00:00:66"
+		victim := seg.nodes[1]
+		done := make(chan error, 1)
+		go func() {
+			done <- spoofARP(seg.client, victim.ip4, attacker, []string{seg.hosts[0].mac, seg.hosts[1].mac}, 4*time.Second)
+		}()
+		framework.Consistently(t, 6*time.Second, "no client entry names the attacker", func() (bool, string) {
+			held, _ := seg.neighbours()
+			for _, vip := range vips.all() {
+				if held[vip] == attacker {
+					return false, vip + " is held at the attacker's MAC"
+				}
+			}
+			return true, ""
+		})
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		after := settled(t)
+		for v, n := range placed {
+			if after[v] != n {
+				t.Errorf("%s moved from %s to %s", v, n, after[v])
+			}
+		}
+	})
+
+	t.Run("the leader's link bounces: every VIP is answered again", func(t *testing.T) {
+		settled(t)
+		h := seg.hosts[0] // the leader's
+		if !leader.LogContains("Answering ARP and NDP") {
+			t.Fatal("ccm-cp1 does not answer: it is not the leader")
+		}
+		if _, err := h.ns.IP("link", "set", "eth0", "down"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if _, err := h.ns.IP("link", "set", "eth0", "up"); err != nil {
+			t.Fatal(err)
+		}
+		up := time.Now()
+		// The client forgets what it knew: only answers can teach it.
+		for _, family := range []string{"-4", "-6"} {
+			if _, err := seg.client.ns.IP(family, "neigh", "flush", "dev", "eth0"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		framework.Eventually(t, 20*time.Second, "every VIP answered after the bounce", func() (bool, string) {
+			var missing []string
+			for _, vip := range vips.all() {
+				if _, err := seg.ask(vip, time.Second); err != nil {
+					missing = append(missing, vip)
+				}
+			}
+			return len(missing) == 0, fmt.Sprintf("%d unanswered, e.g. %v", len(missing), missing[:min(3, len(missing))])
+		})
+		t.Logf("every VIP answered %.1f s after the leader's link came back", time.Since(up).Seconds())
+		settled(t)
+	})
+
 	t.Run("the next leader corrects every client entry", func(t *testing.T) {
 		placed := settled(t)
 		// Wrong entries for every VIP, as a client would hold after a

@@ -11,10 +11,16 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
+	"golang.org/x/sys/unix"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -297,4 +303,66 @@ func (s *segment) startCCM(c *framework.Cluster, binary string, h *host, name st
 	}
 	return framework.CCM{Binary: binary, Name: name, Kubeconfig: h.kubeconfig, CloudConfig: cfg, Netns: h.ns.Name,
 		Env: []string{"POD_IP=" + h.ip4}}, nil
+}
+
+// spoofARP sends, from st for d, frames that say ip is at mac: gratuitous
+// ARP requests to the whole segment and ARP replies to each of to (MACs),
+// one of each every 10 ms, as an attacker on the segment would. The
+// socket is opened inside st's namespace.
+func spoofARP(st *station, ip, mac string, to []string, d time.Duration) error {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return err
+	}
+	addr := netip.MustParseAddr(ip)
+	var conn *packet.Conn
+	if err := st.ns.Do(func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		conn, err = packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
+		return err
+	}); err != nil {
+		return fmt.Errorf("a raw socket in %s: %w", st.name, err)
+	}
+	defer conn.Close()
+	broadcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	frame := func(op arp.Operation, target net.HardwareAddr, targetIP netip.Addr, dst net.HardwareAddr) ([]byte, error) {
+		p, err := arp.NewPacket(op, hw, addr, target, targetIP)
+		if err != nil {
+			return nil, err
+		}
+		payload, err := p.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		return (&ethernet.Frame{Destination: dst, Source: hw, EtherType: ethernet.EtherTypeARP, Payload: payload}).MarshalBinary()
+	}
+	var frames [][]byte
+	var dsts []net.HardwareAddr
+	g, err := frame(arp.OperationRequest, net.HardwareAddr{0, 0, 0, 0, 0, 0}, addr, broadcast)
+	if err != nil {
+		return err
+	}
+	frames, dsts = append(frames, g), append(dsts, broadcast)
+	for _, m := range to {
+		dst, err := net.ParseMAC(m)
+		if err != nil {
+			return err
+		}
+		r, err := frame(arp.OperationReply, dst, netip.MustParseAddr("10.249.0.2"), dst)
+		if err != nil {
+			return err
+		}
+		frames, dsts = append(frames, r), append(dsts, dst)
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for i, f := range frames {
+			if _, err := conn.WriteTo(f, &packet.Addr{HardwareAddr: dsts[i]}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
