@@ -50,8 +50,10 @@ type network struct {
 	ready   chan struct{}
 	// announceMu keeps one convergence of the speaker at a time.
 	announceMu sync.Mutex
-	// kick asks convergeLoop for a convergence.
-	kick chan struct{}
+	// kick asks convergeLoop for a convergence; reloaded tells speak that
+	// a new config is in force.
+	kick     chan struct{}
+	reloaded chan struct{}
 
 	nodes  corelisters.NodeLister
 	slices discoverylisters.EndpointSliceLister
@@ -121,6 +123,7 @@ func newNetwork(cfg *config.Config, inv *inventory.Inventory) *network {
 		ready:    make(chan struct{}),
 		informed: make(chan struct{}),
 		kick:     make(chan struct{}, 1),
+		reloaded: make(chan struct{}, 1),
 		eventf:   func(*v1.ObjectReference, string, string, string, ...any) {},
 		vipAttrs: map[netip.Addr]bgp.Attributes{},
 		outside:  map[netip.Addr]bool{},
@@ -411,6 +414,10 @@ func (n *network) reload(ctx context.Context, cfg *config.Config, inv *inventory
 	n.warnOutsidePools(n.alloc.SetPools(cfg.LoadBalancer.Pools))
 	n.countPools()
 	n.mu.Unlock()
+	select {
+	case n.reloaded <- struct{}{}:
+	default:
+	}
 	n.setPeers(ctx)
 	n.announce()
 }

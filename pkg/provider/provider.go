@@ -15,6 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -65,9 +66,10 @@ type Cloud struct {
 	watcher    *config.Watcher
 	net        *network
 
-	// recorder is set by Initialize; it is nil on a replica that has not
-	// become leader.
-	recorder atomic.Pointer[record.EventRecorderLogger]
+	// recorder is set by Speak on every replica (or by Initialize, for a
+	// provider not started by this project's main), once.
+	recorder     atomic.Pointer[record.EventRecorderLogger]
+	recorderOnce sync.Once
 
 	mu        sync.Mutex
 	onReloads []func()
@@ -157,20 +159,28 @@ func (c *Cloud) eventf(obj runtime.Object, eventType, reason, format string, arg
 // Initialize is called once this replica leads, before the controllers run.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	client := clientBuilder.ClientOrDie("baremetal-cloud-provider")
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartStructuredLogging(0)
-	broadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "baremetal-cloud-provider"})
-	c.recorder.Store(&recorder)
+	c.recordEvents(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-stop
 		cancel()
-		broadcaster.Shutdown()
 	}()
 	// A provider not started by this project's main speaks from here.
 	c.net.speakOnce.Do(func() { go c.net.speak(ctx, apiReachable(client), defaultAPILoss) })
 	go c.net.lead(ctx)
+}
+
+// recordEvents starts recording Events through client, once per process:
+// a standby reports what it finds (its config, its BGP sessions, its
+// probes) as the leader does, on its own Pod.
+func (c *Cloud) recordEvents(client kubernetes.Interface) {
+	c.recorderOnce.Do(func() {
+		broadcaster := record.NewBroadcaster()
+		broadcaster.StartStructuredLogging(0)
+		broadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "baremetal-cloud-provider"})
+		c.recorder.Store(&recorder)
+	})
 }
 
 // defaultAPILoss is the leader election's default renew deadline.

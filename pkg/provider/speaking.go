@@ -33,8 +33,8 @@ const envPodIP = "POD_IP"
 // server, whose view its table is derived from.
 var apiPoll = 2 * time.Second
 
-// Speak runs this replica's BGP speaker until ctx ends; call it on every
-// replica at start, before leader election. factory is the one the
+// Speak runs this replica's BGP speaker until ctx ends, and records its
+// Events; call it on every replica at start, before leader election. factory is the one the
 // framework later passes to SetInformers; the caller starts it. A replica
 // that has not reached the API server for apiLoss (the leader election's
 // renew deadline, after which a leader exits) stops its speaker as a
@@ -42,6 +42,7 @@ var apiPoll = 2 * time.Second
 // restart time, and it speaks again with a fresh table when the API server
 // is back.
 func (c *Cloud) Speak(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface, apiLoss time.Duration) {
+	c.recordEvents(client)
 	c.SetInformers(factory)
 	c.net.speakOnce.Do(func() { go c.net.speak(ctx, apiReachable(client), apiLoss) })
 }
@@ -62,14 +63,25 @@ func (n *network) speak(ctx context.Context, reachable func(context.Context) err
 		return
 	}
 	n.startProbing(ctx)
+	saidOff := false
 	for ctx.Err() == nil {
 		n.mu.Lock()
 		cfg := n.cfg
 		n.mu.Unlock()
 		if (!cfg.LoadBalancer.AnnouncesBGP() && cfg.Routes == nil) || cfg.BGP.LocalASN == 0 {
-			klog.InfoS("BGP announcements are off", "announce", cfg.LoadBalancer.Announce)
-			return
+			// A reload may give BGP a pool: the speaker starts then.
+			if !saidOff {
+				klog.InfoS("BGP announcements are off; a reload that announces a pool over BGP starts them", "announce", cfg.LoadBalancer.Announce, "localASN", cfg.BGP.LocalASN)
+				saidOff = true
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.reloaded:
+			}
+			continue
 		}
+		saidOff = false
 		sctx, cancel := context.WithCancel(ctx)
 		speaker := n.startSpeaker(sctx, cfg.BGP)
 		if speaker == nil {

@@ -37,3 +37,20 @@ inventory:
 		t.Errorf("the new leader initialised ha-2 with provider ID %q", n.Spec.ProviderID)
 	}
 }
+
+// Every replica says what it finds on its own Pod, the standbys too: each
+// reads the config and announces, so each has its own troubles to tell.
+func TestStandbyReportsOnItsOwnPod(t *testing.T) {
+	s := newSite(t, "inventory:\n  machines:\n  - name: ev-1\n")
+	s.startCCM("ev-a")
+	standby := s.startReplica("ev-b")
+	framework.Eventually(t, waitTimeout, "ev-b waits for the lease", func() (bool, string) {
+		return standby.LogContains("Attempting to acquire leader lease"), "not yet"
+	})
+	s.writeConfig("inventory:\n  machines:\n  - name: ev-1\n    adresses: []\n")
+	for _, pod := range []string{"ev-a", "ev-b"} {
+		framework.Eventually(t, waitTimeout, pod+" says the config is invalid on its Pod", func() (bool, string) {
+			return len(events(t, "kube-system", pod, "InvalidCloudConfig")) > 0, "no InvalidCloudConfig Event"
+		})
+	}
+}

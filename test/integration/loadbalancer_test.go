@@ -374,3 +374,24 @@ func TestLoadBalancerDualStack(t *testing.T) {
 	s.waitRoute("192.0.2.1/32", "203.0.113.31", "203.0.113.32")
 	s.waitRoute("2001:db8:cafe::/128", "2001:db8:1::31", "2001:db8:1::32")
 }
+
+// A config that starts with no pool announced over BGP and no routes, and
+// gains one by a reload, is announced from then on: the speaker starts at
+// the reload instead of never ("allocated but not announced" in silence).
+func TestReloadThatAddsTheFirstBGPPoolStartsTheSpeaker(t *testing.T) {
+	const ns = "lb-first-bgp"
+	peer := framework.StartPeer(t)
+	withBGP := fmt.Sprintf(lbConfig, ns) + framework.PeerConfig(peer)
+	noneFirst := strings.Replace(withBGP, "loadBalancer:\n", "loadBalancer:\n  announce: none\n", 1)
+	s := &lbSite{site: newSite(t, noneFirst), peer: peer, ns: ns}
+	createNamespace(t, ns)
+	lbNode(t, "first-bgp-1", true, 81)
+	ccm := s.startCCM("ccm")
+	createLBService(t, ns, "web", nil)
+	vip := waitIngress(t, ns, "web", 1)[0]
+	framework.Eventually(t, waitTimeout, "the speaker is off", func() (bool, string) {
+		return ccm.LogContains("BGP announcements are off"), "not said yet"
+	})
+	s.writeConfig(withBGP)
+	s.waitRoute(vip+"/32", "203.0.113.81")
+}
