@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"net/netip"
 	"sync"
 
 	"k8s.io/component-base/metrics"
@@ -97,6 +98,13 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 )
+
+// forgetPeer deletes the series of a peer that left the config: a stale
+// 0 would fire BaremetalBGPPeerUnreachable for ever.
+func forgetPeer(addr netip.Addr) {
+	peerEstablished.DeleteLabelValues(addr.String())
+	peerTransitions.DeletePartialMatch(map[string]string{"peer": addr.String()})
+}
 
 func peerStateChanged(st bgp.PeerState) {
 	v := 0.0

@@ -68,6 +68,7 @@ type network struct {
 	// peersInForce are the peers the speaker has, by address; peerErrors
 	// the problems last reported with them.
 	peersInForce map[netip.Addr]bgp.Peer
+	peersMu      sync.Mutex // one setPeers at a time
 	peerErrors   string
 	podEventf    func(eventType, reason, format string, args ...any)
 

@@ -23,8 +23,13 @@ const passwordPoll = 10 * time.Second
 // setPeers gives the speaker the peers of the config in force, with their
 // password files read now. A session whose password file cannot be read
 // keeps the password it has: deleting the peer would drop every path at
-// the router.
+// the router. Calls are serialised and each reads the config in force
+// inside: a password re-read that started before a reload must not put
+// the old peer set back after the reload's. The metric series of a peer
+// that left are deleted with it.
 func (n *network) setPeers(ctx context.Context) {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
 	n.mu.Lock()
 	speaker, cfg, inForce := n.speaker, n.cfg.BGP, n.peersInForce
 	n.mu.Unlock()
@@ -33,17 +38,25 @@ func (n *network) setPeers(ctx context.Context) {
 	}
 	want, problems := peersOf(cfg, inForce)
 	n.reportPeerProblems(problems)
-	if err := speaker.SetPeers(ctx, want); err != nil {
+	if err := applyPeers(ctx, speaker, want); err != nil {
 		klog.ErrorS(err, "Configuring BGP peers")
 	}
 	applied := map[netip.Addr]bgp.Peer{}
 	for _, p := range want {
 		applied[p.Address] = p
 	}
+	for addr := range inForce {
+		if _, ok := applied[addr]; !ok {
+			forgetPeer(addr)
+		}
+	}
 	n.mu.Lock()
 	n.peersInForce = applied
 	n.mu.Unlock()
 }
+
+// applyPeers hands the speaker its peers.
+var applyPeers = func(ctx context.Context, s *bgp.Speaker, peers []bgp.Peer) error { return s.SetPeers(ctx, peers) }
 
 // rereadPasswords applies rotated password files until ctx ends.
 func (n *network) rereadPasswords(ctx context.Context) {

@@ -1,11 +1,18 @@
 package provider
 
 import (
+	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
@@ -45,4 +52,101 @@ func TestPeerPasswordFiles(t *testing.T) {
 	if len(got) != 0 || len(problems) != 1 || !strings.Contains(problems[0].Error(), "no session with 192.0.2.1") {
 		t.Errorf("new peer with an unreadable file: peers %+v, problems %v", got, problems)
 	}
+}
+
+// A password re-read that read the config before a reload must not put
+// the old peer set back after the reload's: the last peers handed to the
+// speaker are the config's in force.
+func TestSetPeersNeverPutsBackAStalePeerSet(t *testing.T) {
+	c := newCloud(t, followConfig)
+	c.net.speaker = &bgp.Speaker{} // never used: applyPeers is replaced
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var last []string
+	calls := 0
+	orig := applyPeers
+	applyPeers = func(_ context.Context, _ *bgp.Speaker, peers []bgp.Peer) error {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			close(started)
+			<-release // the re-read is slow: a reload comes meanwhile
+		}
+		var names []string
+		for _, p := range peers {
+			names = append(names, p.Address.String())
+		}
+		mu.Lock()
+		last = names
+		mu.Unlock()
+		return nil
+	}
+	t.Cleanup(func() { applyPeers = orig })
+	with := func(peer string) *config.Config {
+		return mustParse(t, strings.Replace(followConfig, "bgp: {localASN: 64512, routerID: 10.0.0.254}",
+			"bgp: {localASN: 64512, routerID: 10.0.0.254, peers: [{address: "+peer+", asn: 64500}]}", 1))
+	}
+	c.net.mu.Lock()
+	c.net.cfg = with("192.0.2.1")
+	c.net.mu.Unlock()
+	reread := make(chan struct{})
+	go func() { c.net.setPeers(context.Background()); close(reread) }()
+	<-started
+	reloaded := make(chan struct{})
+	go func() { c.apply(with("192.0.2.2")); close(reloaded) }()
+	time.Sleep(50 * time.Millisecond) // the reload reaches setPeers
+	close(release)
+	<-reread
+	<-reloaded
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(last, ",") != "192.0.2.2" {
+		t.Errorf("the speaker's peers after a re-read and a reload: %v, want the reload's 192.0.2.2", last)
+	}
+}
+
+// The series of a peer that left the config are deleted: a stale 0 would
+// fire BaremetalBGPPeerUnreachable for ever.
+func TestRemovedPeersSeriesAreDeleted(t *testing.T) {
+	configLoaded(true) // registers the metrics
+	c := newCloud(t, strings.Replace(followConfig, "bgp: {localASN: 64512, routerID: 10.0.0.254}",
+		"bgp: {localASN: 64512, routerID: 10.0.0.254, peers: [{address: 192.0.2.7, asn: 64500}, {address: 192.0.2.8, asn: 64500}]}", 1))
+	c.net.speaker = &bgp.Speaker{}
+	orig := applyPeers
+	applyPeers = func(context.Context, *bgp.Speaker, []bgp.Peer) error { return nil }
+	t.Cleanup(func() { applyPeers = orig })
+	c.net.setPeers(context.Background())
+	for _, a := range []string{"192.0.2.7", "192.0.2.8"} {
+		peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr(a), State: "active"})
+	}
+	c.apply(mustParse(t, strings.Replace(followConfig, "bgp: {localASN: 64512, routerID: 10.0.0.254}",
+		"bgp: {localASN: 64512, routerID: 10.0.0.254, peers: [{address: 192.0.2.8, asn: 64500}]}", 1)))
+	got := gathered(t, "baremetal_bgp_peer_established", "baremetal_bgp_peer_state_changes_total")
+	if strings.Contains(got, "192.0.2.7") {
+		t.Errorf("series of the removed peer 192.0.2.7 remain:\n%s", got)
+	}
+	if !strings.Contains(got, "192.0.2.8") {
+		t.Errorf("series of the remaining peer 192.0.2.8 are gone:\n%s", got)
+	}
+}
+
+// gathered is the registered series of the named metrics, one a line.
+func gathered(t *testing.T, names ...string) string {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range families {
+		if !slices.Contains(names, mf.GetName()) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			fmt.Fprintln(&b, mf.GetName(), m.GetLabel())
+		}
+	}
+	return b.String()
 }
