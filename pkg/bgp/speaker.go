@@ -85,6 +85,9 @@ type PeerState struct {
 	ASN         uint32
 	State       string // idle, connect, active, opensent, openconfirm, established
 	Established bool
+	// AddPath is set for an established session whose peer takes ADD-PATH
+	// (RFC 7911): it gets every next hop of a VIP, not one.
+	AddPath bool
 }
 
 // Speaker announces paths from an in-process GoBGP server.
@@ -202,11 +205,10 @@ func (s *Speaker) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 		Established: ev.Peer.State.SessionState == bgp.BGP_FSM_ESTABLISHED,
 	}
 	s.log.Info("BGP session state changed", "peer", st.Address, "asn", st.ASN, "state", st.State, "reason", ev.Peer.State.DisconnectMessage)
-	if st.Established && !receivesAddPath(ev.Peer.State.RemoteCap) {
-		// GoBGP then sends its best path: of our paths for a prefix, the
-		// one it has held longest, which stays until that next hop goes.
-		s.log.Info("BGP peer did not negotiate ADD-PATH receive: it gets one next hop per VIP, not all of them, so no ECMP", "peer", st.Address)
-	}
+	// Without ADD-PATH GoBGP sends its best path: of our paths for a
+	// prefix, the one it has held longest, which stays until that next hop
+	// goes. The provider reports it.
+	st.AddPath = st.Established && receivesAddPath(ev.Peer.State.RemoteCap)
 	if s.OnPeerState != nil {
 		s.OnPeerState(st)
 	}

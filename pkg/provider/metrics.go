@@ -4,6 +4,9 @@ import (
 	"net/netip"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -30,7 +33,7 @@ var (
 
 func configLoaded(ok bool) {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing,
+		legacyregistry.MustRegister(configReloads, configValid, peerEstablished, peerAddPath, speakerNotStarted, poolsWithoutPeers, peerTransitions, pathUpdates, announcedPaths, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing,
 			l2VIPs, l2VIPsUnanswered, l2Replies, l2Announcements, l2SocketErrors, l2SocketDown, l2LearningConflicts, poolAddresses)
 	})
 	if ok {
@@ -91,6 +94,24 @@ var (
 		Help:           "Addresses of each load-balancer pool and family, by state: used (held by Services; a shared address counts once) or free (left to hand out; addresses avoidBuggyIPs skips are not counted).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"pool", "family", "state"})
+	peerAddPath = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_bgp",
+		Name:           "peer_add_path",
+		Help:           "For an established session: 1 if the peer takes ADD-PATH (every next hop of a VIP), 0 if not (one next hop per VIP).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer"})
+	speakerNotStarted = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_bgp",
+		Name:           "speaker_not_started",
+		Help:           "1 while the config announces over BGP but this replica's speaker could not start (no router ID, a listen address in use), else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	poolsWithoutPeers = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_bgp",
+		Name:           "pools_without_peers",
+		Help:           "Pools announced over BGP while the speaker has no peer to announce to (bgp.peers is empty, or no peer's password file can be read), else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	announcedPaths = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_bgp",
 		Name:           "announced_paths",
@@ -103,16 +124,32 @@ var (
 // 0 would fire BaremetalBGPPeerUnreachable for ever.
 func forgetPeer(addr netip.Addr) {
 	peerEstablished.DeleteLabelValues(addr.String())
+	peerAddPath.DeleteLabelValues(addr.String())
 	peerTransitions.DeletePartialMatch(map[string]string{"peer": addr.String()})
 }
 
-func peerStateChanged(st bgp.PeerState) {
+// peerStateChanged counts a session's state and says, on the Pod, when an
+// established peer takes no ADD-PATH: it gets one next hop per VIP, so all
+// of a VIP's traffic goes to one node.
+func (n *network) peerStateChanged(st bgp.PeerState) {
 	v := 0.0
 	if st.Established {
 		v = 1
 	}
-	peerEstablished.WithLabelValues(st.Address.String()).Set(v)
-	peerTransitions.WithLabelValues(st.Address.String(), st.State).Inc()
+	peer := st.Address.String()
+	peerEstablished.WithLabelValues(peer).Set(v)
+	peerTransitions.WithLabelValues(peer, st.State).Inc()
+	if !st.Established {
+		return
+	}
+	if st.AddPath {
+		peerAddPath.WithLabelValues(peer).Set(1)
+		return
+	}
+	peerAddPath.WithLabelValues(peer).Set(0)
+	klog.ErrorS(nil, "BGP peer did not negotiate ADD-PATH receive: it gets one next hop per VIP, not all of them, so no ECMP", "peer", peer)
+	n.podEventf(v1.EventTypeWarning, "BGPPeerWithoutAddPath",
+		"BGP peer %s did not negotiate ADD-PATH receive (RFC 7911): it gets one next hop per VIP, so each VIP's traffic goes to one node; enable receiving additional paths on the router", peer)
 }
 
 var (

@@ -70,6 +70,7 @@ type network struct {
 	peersInForce map[netip.Addr]bgp.Peer
 	peersMu      sync.Mutex // one setPeers at a time
 	peerErrors   string
+	noPeersSaid  bool
 	podEventf    func(eventType, reason, format string, args ...any)
 
 	// vipAttrs are the attributes each VIP was last announced with, kept

@@ -38,6 +38,7 @@ func (n *network) setPeers(ctx context.Context) {
 	}
 	want, problems := peersOf(cfg, inForce)
 	n.reportPeerProblems(problems)
+	n.reportNoPeers(len(want))
 	if err := applyPeers(ctx, speaker, want); err != nil {
 		klog.ErrorS(err, "Configuring BGP peers")
 	}
@@ -69,6 +70,30 @@ func (n *network) rereadPasswords(ctx context.Context) {
 		case <-t.C:
 			n.setPeers(ctx)
 		}
+	}
+}
+
+// reportNoPeers says, once while it lasts, that pools are announced over
+// BGP to no one: every one of their VIPs is allocated and unreachable.
+func (n *network) reportNoPeers(peers int) {
+	n.mu.Lock()
+	lb := &n.cfg.LoadBalancer
+	pools := 0
+	for i := range lb.Pools {
+		if lb.Pools[i].Announced(lb) == config.AnnounceBGP {
+			pools++
+		}
+	}
+	if peers > 0 {
+		pools = 0
+	}
+	said := n.noPeersSaid
+	n.noPeersSaid = pools > 0
+	n.mu.Unlock()
+	poolsWithoutPeers.Set(float64(pools))
+	if pools > 0 && !said {
+		klog.ErrorS(nil, "Pools are announced over BGP, but the speaker has no peer; their VIPs reach no router", "pools", pools)
+		n.podEventf(v1.EventTypeWarning, "BGPNoPeers", "%d pools are announced over BGP but the speaker has no peer (bgp.peers is empty, or no peer's password file can be read): their VIPs reach no router", pools)
 	}
 }
 

@@ -119,7 +119,7 @@ func TestRemovedPeersSeriesAreDeleted(t *testing.T) {
 	t.Cleanup(func() { applyPeers = orig })
 	c.net.setPeers(context.Background())
 	for _, a := range []string{"192.0.2.7", "192.0.2.8"} {
-		peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr(a), State: "active"})
+		c.net.peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr(a), State: "active"})
 	}
 	c.apply(mustParse(t, strings.Replace(followConfig, "bgp: {localASN: 64512, routerID: 10.0.0.254}",
 		"bgp: {localASN: 64512, routerID: 10.0.0.254, peers: [{address: 192.0.2.8, asn: 64500}]}", 1)))
@@ -149,4 +149,72 @@ func gathered(t *testing.T, names ...string) string {
 		}
 	}
 	return b.String()
+}
+
+// What leaves VIPs unreachable without an error anywhere is said: pools
+// announced over BGP to no peer, a peer that takes one next hop per VIP, a
+// speaker that did not start. Each is a Warning Event on the Pod and a
+// metric an alert watches.
+func TestSilentDegradationsAreSaid(t *testing.T) {
+	configLoaded(true)
+	var said []string
+	c := newCloud(t, followConfig) // a BGP pool, no peers
+	c.net.podEventf = func(_, reason, format string, args ...any) { said = append(said, reason+": "+fmt.Sprintf(format, args...)) }
+	c.net.speaker = &bgp.Speaker{}
+	orig := applyPeers
+	applyPeers = func(context.Context, *bgp.Speaker, []bgp.Peer) error { return nil }
+	t.Cleanup(func() { applyPeers = orig })
+
+	c.net.setPeers(context.Background())
+	c.net.setPeers(context.Background())
+	if got := strings.Count(strings.Join(said, "\n"), "BGPNoPeers: 1 pools are announced over BGP but the speaker has no peer"); got != 1 {
+		t.Errorf("BGPNoPeers said %d times, want once: %v", got, said)
+	}
+	if got := gathered(t, "baremetal_bgp_pools_without_peers"); !strings.Contains(got, "baremetal_bgp_pools_without_peers") {
+		t.Errorf("no pools_without_peers series: %q", got)
+	}
+	if v := testutilGauge(t, "baremetal_bgp_pools_without_peers"); v != 1 {
+		t.Errorf("baremetal_bgp_pools_without_peers %v, want 1", v)
+	}
+
+	said = nil
+	c.net.peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr("192.0.2.9"), State: "established", Established: true})
+	c.net.peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr("192.0.2.10"), State: "established", Established: true, AddPath: true})
+	if len(said) != 1 || !strings.HasPrefix(said[0], "BGPPeerWithoutAddPath: BGP peer 192.0.2.9") {
+		t.Errorf("events %v, want one BGPPeerWithoutAddPath for 192.0.2.9", said)
+	}
+	got := gathered(t, "baremetal_bgp_peer_add_path")
+	for _, want := range []string{`value:"192.0.2.9"`, `value:"192.0.2.10"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no baremetal_bgp_peer_add_path series for %s:\n%s", want, got)
+		}
+	}
+
+	said = nil
+	t.Setenv(envPodIP, "")
+	if s := c.net.startSpeaker(context.Background(), config.BGP{LocalASN: 64512}); s != nil {
+		t.Fatal("a speaker started without a router ID")
+	}
+	if len(said) != 1 || !strings.HasPrefix(said[0], "BGPNotStarted: ") {
+		t.Errorf("events %v, want BGPNotStarted", said)
+	}
+	if v := testutilGauge(t, "baremetal_bgp_speaker_not_started"); v != 1 {
+		t.Errorf("baremetal_bgp_speaker_not_started %v, want 1", v)
+	}
+}
+
+// testutilGauge is the value of an unlabelled gauge.
+func testutilGauge(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }

@@ -110,14 +110,18 @@ func (n *network) startSpeaker(ctx context.Context, b config.BGP) *bgp.Speaker {
 	global := speakerGlobal(b)
 	if !global.RouterID.Is4() {
 		klog.ErrorS(nil, "No BGP router ID: bgp.routerID is not set, POD_IP is not an IPv4 address and no IPv4 peer is reachable; VIPs are allocated but not announced", envPodIP, os.Getenv(envPodIP))
-		n.podEventf(v1.EventTypeWarning, "BGPNotStarted", "bgp.routerID is not set, %s (%q) is not an IPv4 address and no IPv4 peer is reachable: set bgp.routerID", envPodIP, os.Getenv(envPodIP))
+		n.podEventf(v1.EventTypeWarning, "BGPNotStarted", "bgp.routerID is not set, %s (%q) is not an IPv4 address and no IPv4 peer is reachable: set bgp.routerID and restart the CCM", envPodIP, os.Getenv(envPodIP))
+		speakerNotStarted.Set(1)
 		return nil
 	}
-	speaker, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), peerStateChanged)
+	speaker, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), n.peerStateChanged)
 	if err != nil {
 		klog.ErrorS(err, "Starting the BGP speaker failed; VIPs are allocated but not announced")
+		n.podEventf(v1.EventTypeWarning, "BGPNotStarted", "the BGP speaker did not start (%v): VIPs are allocated but not announced from this replica until it restarts", err)
+		speakerNotStarted.Set(1)
 		return nil
 	}
+	speakerNotStarted.Set(0)
 	n.mu.Lock()
 	n.speaker = speaker
 	n.mu.Unlock()

@@ -395,3 +395,34 @@ func TestReloadThatAddsTheFirstBGPPoolStartsTheSpeaker(t *testing.T) {
 	s.writeConfig(withBGP)
 	s.waitRoute(vip+"/32", "203.0.113.81")
 }
+
+// Degradations that no error shows are said on the CCM's Pod and in its
+// metrics: a router that takes one next hop per VIP (no ADD-PATH), and
+// pools announced over BGP to no peer at all.
+func TestSilentBGPDegradationsAreSaid(t *testing.T) {
+	const ns = "lb-silent"
+	peer, err := framework.StartGoBGPD(t.TempDir(), "gobgpd", "127.0.0.1", 64500, []framework.GoBGPNeighbor{{Address: "127.0.0.1", ASN: 64512}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(peer.Stop)
+	s := &lbSite{site: newSite(t, fmt.Sprintf(lbConfig, ns)+framework.PeerConfig(peer)), peer: peer, ns: ns}
+	ccm := s.startCCM("ccm-silent")
+	framework.Eventually(t, waitTimeout, "BGPPeerWithoutAddPath on the Pod", func() (bool, string) {
+		return len(events(t, "kube-system", "ccm-silent", "BGPPeerWithoutAddPath")) > 0, "no Event"
+	})
+	if m := suite.Metrics(t, ccm); !strings.Contains(m, `baremetal_bgp_peer_add_path{peer="127.0.0.1"} 0`) {
+		t.Errorf("no baremetal_bgp_peer_add_path 0 for the peer")
+	}
+	s.writeConfig(fmt.Sprintf(lbConfig, ns) + "bgp:\n  localASN: 64512\n  routerID: 127.0.0.2\n")
+	framework.Eventually(t, waitTimeout, "BGPNoPeers on the Pod", func() (bool, string) {
+		return len(events(t, "kube-system", "ccm-silent", "BGPNoPeers")) > 0, "no Event"
+	})
+	m := suite.Metrics(t, ccm)
+	if !strings.Contains(m, "baremetal_bgp_pools_without_peers 2") {
+		t.Errorf("baremetal_bgp_pools_without_peers is not 2")
+	}
+	if strings.Contains(m, `peer="127.0.0.1"`) {
+		t.Errorf("series of the removed peer remain")
+	}
+}

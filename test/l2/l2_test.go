@@ -215,6 +215,21 @@ func TestLayer2(t *testing.T) {
 		// and to each replica, for longer than a question's window.
 		const attacker = "02:49:00:00:00:66"
 		victim := seg.nodes[1]
+		// The hosts' kernels would take the spoofed frames too, and then
+		// send the replicas' health checks of the victim to the attacker:
+		// that is the host's ARP cache, not the CCM's learning (which
+		// reads its own socket). Pin the victim there, as a hardened
+		// control-plane host would, so that only the CCM is tested.
+		for _, h := range seg.hosts {
+			if _, err := h.ns.IP("neigh", "replace", victim.ip4, "lladdr", victim.mac, "nud", "permanent", "dev", "eth0"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer func() {
+			for _, h := range seg.hosts {
+				h.ns.IP("neigh", "del", victim.ip4, "dev", "eth0")
+			}
+		}()
 		done := make(chan error, 1)
 		go func() {
 			done <- spoofARP(seg.client, victim.ip4, attacker, []string{seg.hosts[0].mac, seg.hosts[1].mac}, 4*time.Second)
