@@ -159,7 +159,9 @@ func TestSilentDegradationsAreSaid(t *testing.T) {
 	configLoaded(true)
 	var said []string
 	c := newCloud(t, followConfig) // a BGP pool, no peers
-	c.net.podEventf = func(_, reason, format string, args ...any) { said = append(said, reason+": "+fmt.Sprintf(format, args...)) }
+	c.net.podEventf = func(_, reason, format string, args ...any) {
+		said = append(said, reason+": "+fmt.Sprintf(format, args...))
+	}
 	c.net.speaker = &bgp.Speaker{}
 	orig := applyPeers
 	applyPeers = func(context.Context, *bgp.Speaker, []bgp.Peer) error { return nil }
