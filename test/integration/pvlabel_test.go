@@ -131,4 +131,12 @@ inventory:
 		_, has := got[zone]
 		return !has && got[region] == "dc-1", fmt.Sprintf("labels %v", got)
 	})
+
+	// Removing the annotation asks for the labels again, at once: no
+	// restart, failover or reload needed.
+	if _, err := suite.Cluster.Admin.CoreV1().PersistentVolumes().Patch(context.Background(), "pv-csi", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+pvlabel.LabelledAnnotation+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPVLabels(t, "pv-csi", map[string]string{zone: "rack-a", region: "dc-1"})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -52,15 +53,31 @@ func New(informer coreinformers.PersistentVolumeInformer, client kubernetes.Inte
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pv-label"},
 		),
 	}
-	// Existing volumes arrive as adds when the informer starts. Updates are
-	// not watched; and a volume labelled once carries LabelledAnnotation,
-	// so labels a user removes on purpose stay removed.
+	// Existing volumes arrive as adds when the informer starts. Of the
+	// updates, only one that takes LabelledAnnotation off asks for labels
+	// (a volume labelled once carries it, so labels a user removes on
+	// purpose stay removed); the others, and resyncs, cost nothing.
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
+		UpdateFunc: func(old, cur any) {
+			if labelled(old) && !labelled(cur) {
+				c.enqueue(cur)
+			}
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("watching PersistentVolumes: %w", err)
 	}
 	return c, nil
+}
+
+// labelled reports whether a PersistentVolume carries LabelledAnnotation.
+func labelled(obj any) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return false
+	}
+	_, ok := m.GetAnnotations()[LabelledAnnotation]
+	return ok
 }
 
 func (c *Controller) enqueue(obj any) {
