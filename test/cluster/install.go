@@ -95,10 +95,16 @@ func (l *Lab) apply(name, text string) error {
 	return err
 }
 
-// InstallPrerequisites applies what the README applies before either way
-// of running the CCM: its rights and the finalizer policy.
-func (l *Lab) InstallPrerequisites() error {
-	for _, f := range []string{"deploy/rbac.yaml", "deploy/load-balancer-finalizer.yaml"} {
+// InstallPrerequisites applies what the README applies before running the
+// CCM as a Deployment: its rights and the finalizer policy.
+func (l *Lab) InstallPrerequisites() error { return l.install("deploy/rbac.yaml") }
+
+// InstallStaticPodPrerequisites is the same for a static pod: the rights
+// are bound to its user too.
+func (l *Lab) InstallStaticPodPrerequisites() error { return l.install("deploy/static-pod-rbac.yaml") }
+
+func (l *Lab) install(rights string) error {
+	for _, f := range []string{rights, "deploy/load-balancer-finalizer.yaml"} {
 		text, err := LabCopy(f, nil, "")
 		if err != nil {
 			return err

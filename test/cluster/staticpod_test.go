@@ -23,7 +23,7 @@ import (
 func TestCCMAsAStaticPod(t *testing.T) {
 	ctx := context.Background()
 	cp := lab.Nodes[0]
-	if err := lab.InstallPrerequisites(); err != nil {
+	if err := lab.InstallStaticPodPrerequisites(); err != nil {
 		t.Fatal(err)
 	}
 	kubeadm := filepath.Join(framework.ToolsBin(), "kubeadm")

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -22,7 +24,9 @@ import (
 func TestManifestsApply(t *testing.T) {
 	deploy := filepath.Join(framework.RepoRoot(), "deploy")
 	// rbac.yaml and load-balancer-finalizer.yaml were applied by TestMain; applying again must be clean too.
-	for _, f := range []string{"rbac.yaml", "load-balancer-finalizer.yaml", "deployment.yaml", "static-pod.yaml"} {
+	// The static pod's rights, then the plain ones again: the suite's CCMs
+	// run with deploy/rbac.yaml's.
+	for _, f := range []string{"rbac.yaml", "load-balancer-finalizer.yaml", "deployment.yaml", "static-pod-rbac.yaml", "static-pod.yaml", "rbac.yaml"} {
 		if out, err := suite.Cluster.Kubectl("apply", "-f", filepath.Join(deploy, f)); err != nil {
 			t.Errorf("applying deploy/%s: %v", f, err)
 		} else {
@@ -166,5 +170,75 @@ func checkMemory(t *testing.T, what string, spec corev1.PodSpec) {
 		case soft < peakAtTwiceBench-fileBacked:
 			t.Errorf("%s container %s: GOMEMLIMIT %d MiB is below what twice the benchmark's size needs (%d MiB)", what, c.Name, soft>>20, (peakAtTwiceBench-fileBacked)>>20)
 		}
+	}
+}
+
+// TestRightsAreLeastPrivilege: deploy/ grants what the CCM uses and no
+// more (the whole suite runs its CCMs with deploy/rbac.yaml's rights, and
+// fails on any refusal). Nothing writes Endpoints: write rights to them
+// cluster-wide let a stolen token redirect selectorless Services
+// (CVE-2021-25740). Only the static pod's manifest binds its user.
+func TestRightsAreLeastPrivilege(t *testing.T) {
+	type rule struct {
+		Resources []string `json:"resources"`
+		Verbs     []string `json:"verbs"`
+	}
+	type object struct {
+		Kind     string `json:"kind"`
+		Rules    []rule `json:"rules"`
+		Subjects []struct {
+			Kind string `json:"kind"`
+			Name string `json:"name"`
+		} `json:"subjects"`
+	}
+	read := func(f string) []object {
+		data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "deploy", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []object
+		for _, doc := range strings.Split(string(data), "\n---") {
+			var o object
+			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if o.Kind != "" {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	users := func(objs []object) (bindings, withUser int) {
+		for _, o := range objs {
+			if !strings.HasSuffix(o.Kind, "Binding") {
+				continue
+			}
+			bindings++
+			for _, s := range o.Subjects {
+				if s.Kind == "User" && s.Name == "system:cloud-controller-manager" {
+					withUser++
+				}
+			}
+		}
+		return
+	}
+	plain := read("rbac.yaml")
+	for _, o := range plain {
+		for _, r := range o.Rules {
+			for _, res := range r.Resources {
+				if res == "endpoints" || res == "serviceaccounts" || res == "*" {
+					t.Errorf("%s grants %v on %s", o.Kind, r.Verbs, res)
+				}
+			}
+			if slices.Contains(r.Verbs, "*") {
+				t.Errorf("%s grants every verb on %v", o.Kind, r.Resources)
+			}
+		}
+	}
+	if b, u := users(plain); b == 0 || u != 0 {
+		t.Errorf("deploy/rbac.yaml: %d bindings, %d of them to the static pod's user; want none to it", b, u)
+	}
+	if b, u := users(read("static-pod-rbac.yaml")); b == 0 || u != b {
+		t.Errorf("deploy/static-pod-rbac.yaml: %d bindings, %d of them to the static pod's user; want all", b, u)
 	}
 }

@@ -25,7 +25,9 @@ static pod's user. */}}
 - kind: ServiceAccount
   name: {{ include "ccm.fullname" . }}
   namespace: {{ .Release.Namespace }}
+{{- if .Values.rbac.staticPodUser }}
 - kind: User
   apiGroup: rbac.authorization.k8s.io
   name: system:cloud-controller-manager
+{{- end }}
 {{- end -}}
