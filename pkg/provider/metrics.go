@@ -132,6 +132,12 @@ func forgetPeer(addr netip.Addr) {
 // established peer takes no ADD-PATH: it gets one next hop per VIP, so all
 // of a VIP's traffic goes to one node.
 func (n *network) peerStateChanged(st bgp.PeerState) {
+	n.mu.Lock()
+	wanted := n.peersWanted[st.Address]
+	n.mu.Unlock()
+	if !wanted {
+		return
+	}
 	v := 0.0
 	if st.Established {
 		v = 1

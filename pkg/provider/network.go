@@ -69,6 +69,7 @@ type network struct {
 	// the problems last reported with them.
 	peersInForce map[netip.Addr]bgp.Peer
 	peersMu      sync.Mutex // one setPeers at a time
+	peersWanted  map[netip.Addr]bool
 	peerErrors   string
 	noPeersSaid  bool
 	podEventf    func(eventType, reason, format string, args ...any)

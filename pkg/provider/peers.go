@@ -39,6 +39,15 @@ func (n *network) setPeers(ctx context.Context) {
 	want, problems := peersOf(cfg, inForce)
 	n.reportPeerProblems(problems)
 	n.reportNoPeers(len(want))
+	// A peer being removed still reports its session going down, after
+	// its series were deleted: only the wanted peers' states count.
+	wanted := map[netip.Addr]bool{}
+	for _, p := range want {
+		wanted[p.Address] = true
+	}
+	n.mu.Lock()
+	n.peersWanted = wanted
+	n.mu.Unlock()
 	if err := applyPeers(ctx, speaker, want); err != nil {
 		klog.ErrorS(err, "Configuring BGP peers")
 	}

@@ -180,6 +180,7 @@ func TestSilentDegradationsAreSaid(t *testing.T) {
 	}
 
 	said = nil
+	c.net.peersWanted = map[netip.Addr]bool{netip.MustParseAddr("192.0.2.9"): true, netip.MustParseAddr("192.0.2.10"): true}
 	c.net.peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr("192.0.2.9"), State: "established", Established: true})
 	c.net.peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr("192.0.2.10"), State: "established", Established: true, AddPath: true})
 	if len(said) != 1 || !strings.HasPrefix(said[0], "BGPPeerWithoutAddPath: BGP peer 192.0.2.9") {
