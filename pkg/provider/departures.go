@@ -72,3 +72,29 @@ func (d *departures) find(keys inventory.NodeKeys, now time.Time) (*config.Machi
 	}
 	return m, true
 }
+
+// keep forgets the departed machines no Node in nodes runs on: once its
+// Node is deleted, a departed machine has nothing left to answer for, and
+// the record would only grow.
+func (d *departures) keep(nodes []inventory.NodeKeys) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inv == nil {
+		return
+	}
+	used := map[string]bool{}
+	for _, k := range nodes {
+		if m, ok := d.inv.FindMachine(k); ok {
+			used[m.Name] = true
+		}
+	}
+	machines := make([]config.Machine, 0, len(used))
+	for name, g := range d.gone {
+		if !used[name] {
+			delete(d.gone, name)
+			continue
+		}
+		machines = append(machines, g.machine)
+	}
+	d.inv = inventory.New(config.Inventory{Machines: machines})
+}

@@ -90,3 +90,22 @@ func TestInstanceExistsOnlyFalseForRemovedMachines(t *testing.T) {
 		t.Errorf("a Node that was never listed does not exist: it would be deleted")
 	}
 }
+
+// A departed machine is forgotten once no Node runs on it: the record of
+// removals does not only grow.
+func TestDeparturesAreForgottenWithTheirNodes(t *testing.T) {
+	a, b := config.Machine{Name: "a"}, config.Machine{Name: "b"}
+	var d departures
+	d.update(machinesInventory(a, b), machinesInventory(), time.Now())
+	d.keep([]inventory.NodeKeys{{Name: "a", ProviderID: "baremetal://a"}})
+	if _, ok := d.gone["b"]; ok {
+		t.Error("b, which no Node runs on, is still recorded")
+	}
+	if _, ok := d.find(inventory.NodeKeys{Name: "a", ProviderID: "baremetal://a"}, time.Now().Add(removalGrace)); !ok {
+		t.Error("a, whose Node is still there, was forgotten")
+	}
+	d.keep(nil)
+	if len(d.gone) != 0 {
+		t.Errorf("%d departed machines kept with no Node", len(d.gone))
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
 )
 
 // Which Nodes may carry a VIP's or a pod CIDR's traffic, and at which
@@ -54,6 +55,48 @@ func (n *network) readyNodes() []eligibleNode {
 	}
 	n.pinned.keep(names)
 	return out
+}
+
+// listedNodes are the keys of every Node, once the informers have listed
+// them; ok is false before.
+func (n *network) listedNodes() ([]inventory.NodeKeys, bool) {
+	select {
+	case <-n.informed:
+	default:
+		return nil, false
+	}
+	for _, synced := range n.synced {
+		if !synced() {
+			return nil, false
+		}
+	}
+	all, err := n.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, false
+	}
+	keys := make([]inventory.NodeKeys, 0, len(all))
+	for _, node := range all {
+		keys = append(keys, nodeKeys(node))
+	}
+	return keys, true
+}
+
+// nodeOfMachine names another Node than name that the cloud initialised as
+// machine m (it has m's provider ID), or "".
+func (n *network) nodeOfMachine(m *config.Machine, name string) string {
+	select {
+	case <-n.informed:
+	default:
+		return ""
+	}
+	all, _ := n.nodes.List(labels.Everything())
+	id := m.EffectiveProviderID()
+	for _, node := range all {
+		if node.Name != name && node.Spec.ProviderID == id {
+			return node.Name
+		}
+	}
+	return ""
 }
 
 // cloudAddresses are the addresses of a Node that the cloud stands behind:

@@ -223,3 +223,22 @@ func TestANodeCredentialCannotRedirectTraffic(t *testing.T) {
 		})
 	}
 }
+
+// A kubelet chooses its Node's name and addresses: a new Node that gives
+// itself another machine's address does not become that machine (its
+// provider ID, its inventory addresses, its place as a next hop) while the
+// machine's own Node is there.
+func TestANodeCannotClaimAnotherNodesMachine(t *testing.T) {
+	c := newCloud(t, fmt.Sprintf(eligibilityConfig, "reject"))
+	owner := kubeletNode("listed", "10.0.0.1", true, true)
+	evil := kubeletNode("evil", "10.0.0.1", true, false)
+	withNodes(t, c, owner, evil)
+	close(c.net.informed)
+	ctx := context.Background()
+	if md, err := c.InstanceMetadata(ctx, evil); err == nil {
+		t.Errorf("a Node claiming another's machine by address was initialised as %s", md.ProviderID)
+	}
+	if md, err := c.InstanceMetadata(ctx, owner); err != nil || md.ProviderID != "baremetal://listed" {
+		t.Errorf("the machine's own Node: %v %v", md, err)
+	}
+}

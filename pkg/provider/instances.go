@@ -74,6 +74,15 @@ func (c *Cloud) InstanceMetadata(_ context.Context, node *v1.Node) (*cloudprovid
 		c.eventf(node, v1.EventTypeWarning, "NodeIPNotInInventory", "%v", err)
 		return nil, err
 	}
+	if other := c.net.nodeOfMachine(m, node.Name); other != "" {
+		// A Node's name and addresses are its kubelet's to choose: one
+		// matching a machine by hostname or address must not take the
+		// machine, its provider ID and its addresses from the Node that
+		// runs on it.
+		err := fmt.Errorf("node %q matches machine %q of inventory.machines, which Node %q already is (provider ID %s); it is not initialised as that machine", node.Name, m.Name, other, m.EffectiveProviderID())
+		c.eventf(node, v1.EventTypeWarning, "MachineClaimedByAnotherNode", "%v", err)
+		return nil, err
+	}
 	return machineMetadata(m, node), nil
 }
 

@@ -106,6 +106,9 @@ func (c *Cloud) apply(cfg *config.Config) {
 	cfg = c.keepStartSettings(cfg)
 	inv := inventory.New(cfg.Inventory)
 	c.departed.update(c.inventory(), inv, time.Now())
+	if nodes, ok := c.net.listedNodes(); ok {
+		c.departed.keep(nodes)
+	}
 	c.inv.Store(inv)
 	c.net.reload(context.Background(), cfg, inv)
 	configLoaded(true)
