@@ -102,6 +102,12 @@ func TestRestartAtScaleDeletesNoRoute(t *testing.T) {
 		return routerHas(want, min(len(machines), 8))
 	})
 	t.Logf("%d VIPs via %d nodes and %d pod routes at the router after %s", *restartServices, len(machines), len(machines), time.Since(start).Round(time.Second))
+	// Every node answers its health checks: no VIP was ever without next
+	// hops, not even the first ones, created while the checker had probed
+	// nothing yet.
+	if line := ccm.LogLine("VIP is not announced"); line != "" {
+		t.Errorf("a VIP was reported without next hops while every node was healthy: %s", line)
+	}
 
 	monitor := monitorRoutes(t)
 	defer monitor.Stop()
@@ -142,6 +148,9 @@ func TestRestartAtScaleDeletesNoRoute(t *testing.T) {
 	// The rack answered every probe: the health checks were at work, not
 	// held or off.
 	for _, r := range replicas {
+		if line := r.LogLine("VIP is not announced"); line != "" {
+			t.Errorf("%s had a VIP without next hops while every node was healthy: %s", r.Name, line)
+		}
 		if line := r.LogLine("fails its health checks"); line != "" {
 			t.Errorf("a replica saw a health check fail, so this run did not test healthy nodes: %s", line)
 		}
