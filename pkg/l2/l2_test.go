@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,131 +243,88 @@ func TestARPAnswerTeachesOnlyRepliesToUs(t *testing.T) {
 	}
 }
 
-// learner is a responder without sockets, for the rules of learning.
-func learner() (*Responder, *[]string) {
-	var said []string
-	r := &Responder{table: Table{}, groups: map[netip.Addr]int{}, learned: map[netip.Addr]*learning{}, bursts: map[netip.Addr]*burst{},
-		OnLearned: func() {}, OnConflict: func(ip netip.Addr, macs []net.HardwareAddr) { said = append(said, fmt.Sprint(ip, macs)) }}
-	return r, &said
+// learner is a responder without sockets, for the rules of learning and
+// announcing.
+func learner() *Responder {
+	return &Responder{table: Table{}, groups: map[netip.Addr]int{}, learned: map[netip.Addr]*learning{}, bursts: map[netip.Addr]*burst{},
+		OnLearned: func() {}, OnConflict: func(netip.Addr, []net.HardwareAddr) {}}
 }
 
 func TestLearningTrustsOnlyAnswersToItsQuestions(t *testing.T) {
 	node := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x0b}
 	spoof := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x66}
 	ip := netip.MustParseAddr("192.0.2.12")
-	answer := func(r *Responder, mac net.HardwareAddr) {
-		r.mu.Lock()
-		r.learn(ip, mac)
-		r.mu.Unlock()
+	// Steps: ask (a question), again (the next relearn's question), node
+	// and spoof (answers naming those MACs), late (the question's window
+	// passes), old (the hold-down since the last change passes), settle
+	// (the window ends), and =MAC checks what is known at that point.
+	for _, tc := range []struct {
+		name      string
+		steps     string
+		want      string // known at the end ("" for nothing)
+		conflicts int
+	}{
+		{"nothing asked, nothing learned", "spoof", "", 0},
+		{"an answer after the window is ignored", "ask late node", "", 0},
+		{"the first answer is used at once", "ask node =node settle", "node", 0},
+		{"two answers to one question: neither", "ask node spoof settle", "", 1},
+		{"a known MAC stays against a disagreeing answer", "ask node settle again spoof node =node settle", "node", 1},
+		{"a change is held down", "ask node settle again spoof settle", "node", 1},
+		{"then taken (a replaced network card)", "ask node settle again spoof settle old again spoof settle", "spoof", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conflicts int
+			r := learner()
+			r.OnConflict = func(netip.Addr, []net.HardwareAddr) { conflicts++ }
+			names := map[string]string{node.String(): "node", spoof.String(): "spoof"}
+			known := func() string {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if l := r.learned[ip]; l != nil && l.mac != nil {
+					return names[l.mac.String()]
+				}
+				return ""
+			}
+			age := func(f func(l *learning)) {
+				r.mu.Lock()
+				f(r.learned[ip])
+				r.mu.Unlock()
+			}
+			for _, step := range strings.Fields(tc.steps) {
+				switch step {
+				case "ask":
+					r.Learned(ip)
+				case "again":
+					age(func(l *learning) { l.asked = time.Now().Add(-relearn - time.Second) })
+					r.Learned(ip)
+				case "node", "spoof":
+					mac := map[string]net.HardwareAddr{"node": node, "spoof": spoof}[step]
+					r.mu.Lock()
+					r.learn(ip, mac)
+					r.mu.Unlock()
+				case "late":
+					age(func(l *learning) { l.asked = time.Now().Add(-answerWindow - time.Second) })
+				case "old":
+					age(func(l *learning) { l.changed = time.Now().Add(-holdDown - time.Second) })
+				case "settle":
+					r.mu.Lock()
+					asked := r.learned[ip].asked
+					r.mu.Unlock()
+					r.settle(ip, asked)
+				default:
+					if got := known(); got != step[1:] {
+						t.Fatalf("at %s: known %q", step, got)
+					}
+				}
+			}
+			if got := known(); got != tc.want {
+				t.Errorf("known %q, want %q", got, tc.want)
+			}
+			if conflicts != tc.conflicts {
+				t.Errorf("%d conflicts said, want %d", conflicts, tc.conflicts)
+			}
+		})
 	}
-	known := func(r *Responder) string {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if l := r.learned[ip]; l != nil && l.mac != nil {
-			return l.mac.String()
-		}
-		return ""
-	}
-	settle := func(r *Responder) {
-		r.mu.Lock()
-		asked := r.learned[ip].asked
-		r.mu.Unlock()
-		r.settle(ip, asked)
-	}
-	// A question again, as at the next relearn.
-	askAgain := func(r *Responder) {
-		r.mu.Lock()
-		r.learned[ip].asked = time.Now().Add(-relearn - time.Second)
-		r.mu.Unlock()
-		r.Learned(ip)
-	}
-
-	t.Run("nothing asked, nothing learned", func(t *testing.T) {
-		r, _ := learner()
-		answer(r, spoof)
-		if got := known(r); got != "" {
-			t.Errorf("learned %s unasked", got)
-		}
-	})
-	t.Run("an answer after the window is ignored", func(t *testing.T) {
-		r, _ := learner()
-		r.Learned(ip)
-		r.mu.Lock()
-		r.learned[ip].asked = time.Now().Add(-answerWindow - time.Second)
-		r.mu.Unlock()
-		answer(r, node)
-		if got := known(r); got != "" {
-			t.Errorf("learned %s after the window", got)
-		}
-	})
-	t.Run("the first answer is used at once", func(t *testing.T) {
-		r, said := learner()
-		r.Learned(ip)
-		answer(r, node)
-		if got := known(r); got != node.String() {
-			t.Errorf("learned %q, want %s", got, node)
-		}
-		settle(r)
-		if len(*said) != 0 {
-			t.Errorf("conflicts %v", *said)
-		}
-	})
-	t.Run("two answers to one question: neither", func(t *testing.T) {
-		r, said := learner()
-		r.Learned(ip)
-		answer(r, node)
-		answer(r, spoof)
-		settle(r)
-		if got := known(r); got != "" {
-			t.Errorf("learned %s from disagreeing answers", got)
-		}
-		if len(*said) != 1 {
-			t.Errorf("conflicts said %v, want one", *said)
-		}
-	})
-	t.Run("a known MAC stays against a disagreeing answer", func(t *testing.T) {
-		r, said := learner()
-		r.Learned(ip)
-		answer(r, node)
-		settle(r)
-		askAgain(r)
-		answer(r, spoof)
-		answer(r, node)
-		if got := known(r); got != node.String() {
-			t.Errorf("in force during the window: %q, want %s", got, node)
-		}
-		settle(r)
-		if got := known(r); got != node.String() {
-			t.Errorf("after the window %q, want %s", got, node)
-		}
-		if len(*said) != 1 {
-			t.Errorf("conflicts said %v, want one", *said)
-		}
-	})
-	t.Run("a change is held down, then taken", func(t *testing.T) {
-		r, said := learner()
-		r.Learned(ip)
-		answer(r, node)
-		settle(r)
-		askAgain(r)
-		answer(r, spoof)
-		settle(r)
-		if got := known(r); got != node.String() {
-			t.Errorf("changed within the hold-down to %q", got)
-		}
-		if len(*said) != 1 {
-			t.Errorf("the held change said %v, want once", *said)
-		}
-		r.mu.Lock()
-		r.learned[ip].changed = time.Now().Add(-holdDown - time.Second)
-		r.mu.Unlock()
-		askAgain(r)
-		answer(r, spoof) // a replaced network card
-		settle(r)
-		if got := known(r); got != spoof.String() {
-			t.Errorf("after the hold-down %q, want %s", got, spoof)
-		}
-	})
 }
 
 // A VIP whose node changes again within burstGap is announced once more
@@ -376,7 +334,7 @@ func TestBurstsAreSpacedPerVIP(t *testing.T) {
 	gap := burstGap
 	burstGap = 200 * time.Millisecond
 	defer func() { burstGap = gap }()
-	r, _ := learner()
+	r := learner()
 	vip := netip.MustParseAddr("192.0.2.200")
 	a, b := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
 	for i := range 50 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -590,23 +591,12 @@ func (n *network) desiredPaths() []bgp.Announcement {
 // one), so whichever sees a VIP go first forgets all of it. Callers hold
 // n.mu.
 func (n *network) forgetVIPsBut(held map[netip.Addr]bool) {
+	gone := func(vip netip.Addr, _ bool) bool { return !held[vip] }
 	for _, m := range []map[netip.Addr]bool{n.stranded, n.offSegment, n.l2Stranded} {
-		for vip := range m {
-			if !held[vip] {
-				delete(m, vip)
-			}
-		}
+		maps.DeleteFunc(m, gone)
 	}
-	for vip := range n.vipAttrs {
-		if !held[vip] {
-			delete(n.vipAttrs, vip)
-		}
-	}
-	for vip := range n.vipL2 {
-		if !held[vip] {
-			delete(n.vipL2, vip)
-		}
-	}
+	maps.DeleteFunc(n.vipAttrs, func(vip netip.Addr, _ bgp.Attributes) bool { return !held[vip] })
+	maps.DeleteFunc(n.vipL2, func(vip netip.Addr, _ string) bool { return !held[vip] })
 }
 
 // reportStranded tells a Service, once, that its VIP cannot be announced:

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -52,16 +53,8 @@ func (p pinnedAddresses) of(node *v1.Node) ([]v1.NodeAddress, error) {
 
 // keep forgets the Nodes not in names.
 func (p pinnedAddresses) keep(names map[string]bool) {
-	for name := range p.pins {
-		if !names[name] {
-			delete(p.pins, name)
-		}
-	}
-	for name := range p.said {
-		if !names[name] {
-			delete(p.said, name)
-		}
-	}
+	maps.DeleteFunc(p.pins, func(name string, _ pin) bool { return !names[name] })
+	maps.DeleteFunc(p.said, func(name string, _ string) bool { return !names[name] })
 }
 
 // sayOnce reports whether msg is new for the Node, and records it; ""
