@@ -90,7 +90,8 @@ func serveHealthNodes(dir string, n, port int) (stop func(), err error) {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
 	go srv.Serve(l)
-	return func() { srv.Close(); stop() }, nil
+	removeNetwork := stop
+	return func() { srv.Close(); removeNetwork() }, nil
 }
 
 func (b *bench) healthScenario(run, nodes int) error {
