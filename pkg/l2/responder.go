@@ -79,6 +79,9 @@ type Responder struct {
 	bursts    map[netip.Addr]*burst
 	lastSweep time.Time
 	closed    bool
+	// saidNoIPv6 is set once the lack of an IPv6 link-local address was
+	// logged: it is looked for again every reopenMax.
+	saidNoIPv6 bool
 }
 
 // learning is what is known of one address asked about.
@@ -142,7 +145,13 @@ func (r *Responder) openNDP() error {
 	r.mu.Unlock()
 	c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
 	if err != nil {
-		klog.InfoS("No IPv6 on the interface; IPv6 VIPs are not answered there", "interface", r.name, "err", err)
+		r.mu.Lock()
+		first := !r.saidNoIPv6
+		r.saidNoIPv6 = true
+		r.mu.Unlock()
+		if first {
+			klog.InfoS("No IPv6 on the interface; IPv6 VIPs are not answered there until it has a link-local address", "interface", r.name, "err", err)
+		}
 		return nil
 	}
 	if err := setupNDP(c); err != nil {
