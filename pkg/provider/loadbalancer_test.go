@@ -35,11 +35,12 @@ loadBalancer:
 bgp: {localASN: 64512, routerID: 10.0.0.254}
 `
 
-// lbCloud is a cloud whose only node, a, is Ready with an IPv4 address,
-// recording the Events it emits.
+// lbCloud is a leading cloud whose only node, a, is Ready with an IPv4
+// address, recording the Events it emits.
 func lbCloud(t *testing.T, extraPools string) (*Cloud, *[]string) {
 	t.Helper()
 	c := newCloud(t, fmt.Sprintf(lbConfig, extraPools))
+	c.net.leading = true
 	var events []string
 	c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
 		events = append(events, ref.Namespace+"/"+ref.Name+" "+reason+": "+fmt.Sprintf(format, args...))
@@ -143,6 +144,17 @@ func TestVIPWithoutNextHopsOfItsFamilyIsReported(t *testing.T) {
 	}
 	if v, err := testutil.GetGaugeMetricValue(vipsWithoutNextHops); err != nil || v != 1 {
 		t.Errorf("baremetal_load_balancer_vips_without_next_hops = %v (%v), want 1", v, err)
+	}
+	// A standby derives the same and counts it, but the Service hears it
+	// from the leader alone.
+	c.net.mu.Lock()
+	c.net.leading = false
+	c.net.stranded = map[netip.Addr]bool{}
+	c.net.mu.Unlock()
+	*events = nil
+	pathTo(c, vip)
+	if len(*events) != 0 {
+		t.Errorf("a standby told the Service: %q", *events)
 	}
 }
 

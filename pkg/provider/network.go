@@ -456,7 +456,7 @@ func (n *network) warnOutsidePools(outside []netip.Addr) {
 		for _, vip := range n.alloc.Addresses(key) {
 			if now[vip] && !n.outside[vip] {
 				klog.InfoS("Service address is outside every pool; it keeps serving", "service", s.namespace+"/"+s.name, "address", vip)
-				n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "AddressOutsidePools",
+				n.serviceEventf(s, "AddressOutsidePools",
 					"address %s is no longer in any pool of loadBalancer.pools; it keeps serving, with the BGP attributes it was announced with, but a new allocation would not get it", vip)
 			}
 		}
@@ -621,7 +621,16 @@ func (n *network) sayOnce(said map[netip.Addr]bool, s *lbService, vip netip.Addr
 		return
 	}
 	klog.ErrorS(nil, problem, "service", s.namespace+"/"+s.name, "address", vip)
-	n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, "VIPNotAnnounced", "%s", event())
+	n.serviceEventf(s, "VIPNotAnnounced", "%s", event())
+}
+
+// serviceEventf records a Warning Event on a Service, from the leader
+// only: every replica derives the same table, and a Service should hear
+// each thing once. Callers hold n.mu.
+func (n *network) serviceEventf(s *lbService, reason, format string, args ...any) {
+	if n.leading {
+		n.eventf(serviceRef(s.namespace, s.name), v1.EventTypeWarning, reason, format, args...)
+	}
 }
 
 // byFamily splits addresses into IPv4 (true) and IPv6 (false).
