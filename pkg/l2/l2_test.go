@@ -126,7 +126,7 @@ func TestARPReplyNamesTheNodeFromOurOwnAddress(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, ok := arpPacket(tt.frame, own)
+			_, req, ok := arpPacket(tt.frame, own)
 			var reply []byte
 			if ok {
 				reply, ok = arpReply(req, table, own)
@@ -235,7 +235,12 @@ func TestARPAnswerTeachesOnlyRepliesToUs(t *testing.T) {
 		{"a reply broadcast", frame(arp.OperationReply, spoof, own, spoof, broadcast, ip), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, mac, ok := arpAnswer(tc.frame, own)
+			f, p, ok := arpPacket(tc.frame, own)
+			var got netip.Addr
+			var mac net.HardwareAddr
+			if ok {
+				got, mac, ok = arpAnswer(f, p, own)
+			}
 			if ok != tc.ok || ok && (got != ip || !bytes.Equal(mac, node)) {
 				t.Errorf("arpAnswer: %v %v %v, want ok %v", got, mac, ok, tc.ok)
 			}

@@ -21,36 +21,29 @@ var broadcast = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 // node that carries it.
 type Table map[netip.Addr]net.HardwareAddr
 
-// arpPacket parses an Ethernet frame and returns the ARP packet in it, if
-// it is one that was not sent from own.
-func arpPacket(frame []byte, own net.HardwareAddr) (*arp.Packet, bool) {
+// arpPacket parses an Ethernet frame and returns it with the ARP packet in
+// it, if it is one that was not sent from own.
+func arpPacket(frame []byte, own net.HardwareAddr) (*ethernet.Frame, *arp.Packet, bool) {
 	var f ethernet.Frame
 	if err := f.UnmarshalBinary(frame); err != nil || f.EtherType != ethernet.EtherTypeARP || bytes.Equal(f.Source, own) {
-		return nil, false
+		return nil, nil, false
 	}
 	var p arp.Packet
 	if err := p.UnmarshalBinary(f.Payload); err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	return &p, true
+	return &f, &p, true
 }
 
-// arpAnswer is, for a frame that answers one of own's questions, the
-// address it answers for and the hardware address it names: an ARP reply
-// sent to own, whose Ethernet source is the hardware address it names.
-// Anything else (a request, a gratuitous announcement, a reply to another
-// host, a frame whose payload names another host than sent it) teaches
-// nothing: one frame must not move a node's VIPs.
-func arpAnswer(frame []byte, own net.HardwareAddr) (netip.Addr, net.HardwareAddr, bool) {
-	var f ethernet.Frame
-	if err := f.UnmarshalBinary(frame); err != nil || f.EtherType != ethernet.EtherTypeARP || !bytes.Equal(f.Destination, own) {
-		return netip.Addr{}, nil, false
-	}
-	var p arp.Packet
-	if err := p.UnmarshalBinary(f.Payload); err != nil || p.Operation != arp.OperationReply {
-		return netip.Addr{}, nil, false
-	}
-	if !bytes.Equal(p.TargetHardwareAddr, own) || !bytes.Equal(f.Source, p.SenderHardwareAddr) || len(p.SenderHardwareAddr) != 6 {
+// arpAnswer is, for an ARP frame that answers one of own's questions, the
+// address it answers for and the hardware address it names: a reply sent
+// to own, whose Ethernet source is the hardware address it names. Anything
+// else (a request, a gratuitous announcement, a reply to another host, a
+// frame whose payload names another host than sent it) teaches nothing:
+// one frame must not move a node's VIPs.
+func arpAnswer(f *ethernet.Frame, p *arp.Packet, own net.HardwareAddr) (netip.Addr, net.HardwareAddr, bool) {
+	if p.Operation != arp.OperationReply || !bytes.Equal(f.Destination, own) || !bytes.Equal(p.TargetHardwareAddr, own) ||
+		!bytes.Equal(f.Source, p.SenderHardwareAddr) || len(p.SenderHardwareAddr) != 6 {
 		return netip.Addr{}, nil, false
 	}
 	return p.SenderIP, p.SenderHardwareAddr, true

@@ -110,7 +110,7 @@ func Listen(name string) (*Responder, error) {
 	if err := r.openARP(); err != nil {
 		return nil, err
 	}
-	if err := r.openNDP(); err != nil {
+	if _, err := r.openNDP(); err != nil {
 		r.arp.Close()
 		return nil, err
 	}
@@ -138,8 +138,9 @@ func (r *Responder) openARP() error {
 }
 
 // openNDP opens (or opens again) the NDP socket; an interface without an
-// IPv6 link-local address has none. Callers must not hold r.mu.
-func (r *Responder) openNDP() error {
+// IPv6 link-local address has none (opened false). Callers must not hold
+// r.mu.
+func (r *Responder) openNDP() (opened bool, err error) {
 	r.mu.Lock()
 	ifi := r.ifi
 	r.mu.Unlock()
@@ -152,18 +153,41 @@ func (r *Responder) openNDP() error {
 		if first {
 			klog.InfoS("No IPv6 on the interface; IPv6 VIPs are not answered there until it has a link-local address", "interface", r.name, "err", err)
 		}
-		return nil
+		return false, nil
 	}
 	if err := setupNDP(c); err != nil {
 		c.Close()
-		return fmt.Errorf("NDP socket on %s: %w", r.name, err)
+		return false, fmt.Errorf("NDP socket on %s: %w", r.name, err)
 	}
 	r.mu.Lock()
 	r.ndp = c
 	r.groups = map[netip.Addr]int{} // a new socket has joined none
 	r.setGroups(r.table)
 	r.mu.Unlock()
-	return nil
+	return true, nil
+}
+
+// openSocket opens a protocol's socket (again); opened is false for NDP on
+// an interface without an IPv6 link-local address. Callers must not hold
+// r.mu.
+func (r *Responder) openSocket(protocol string) (opened bool, err error) {
+	if protocol == ProtocolNDP {
+		return r.openNDP()
+	}
+	err = r.openARP()
+	return err == nil, err
+}
+
+// closeSocket closes a protocol's socket. Callers hold r.mu.
+func (r *Responder) closeSocket(protocol string) {
+	if protocol == ProtocolARP {
+		r.arp.Close()
+		return
+	}
+	if r.ndp != nil {
+		r.ndp.Close()
+		r.ndp = nil
+	}
 }
 
 func setupNDP(c *ndp.Conn) error {
@@ -357,15 +381,14 @@ func (r *Responder) readARP() {
 			}
 			continue
 		}
-		frame := buf[:n]
-		if ip, mac, ok := arpAnswer(frame, own); ok {
+		f, p, ok := arpPacket(buf[:n], own)
+		if !ok {
+			continue
+		}
+		if ip, mac, ok := arpAnswer(f, p, own); ok {
 			r.mu.Lock()
 			r.learn(ip, mac)
 			r.mu.Unlock()
-			continue
-		}
-		p, ok := arpPacket(frame, own)
-		if !ok {
 			continue
 		}
 		r.mu.Lock()
@@ -442,31 +465,14 @@ func (r *Responder) reopen(protocol string, err error) bool {
 		if r.isClosed() {
 			return false
 		}
-		var openErr error
-		if protocol == ProtocolARP {
-			r.mu.Lock()
-			r.arp.Close()
-			r.mu.Unlock()
-			openErr = r.openARP()
-		} else {
-			r.mu.Lock()
-			if r.ndp != nil {
-				r.ndp.Close()
-				r.ndp = nil
-			}
-			r.mu.Unlock()
-			openErr = r.openNDP()
-		}
 		r.mu.Lock()
-		opened := openErr == nil && (protocol == ProtocolARP || r.ndp != nil)
+		r.closeSocket(protocol)
+		r.mu.Unlock()
+		opened, openErr := r.openSocket(protocol)
+		r.mu.Lock()
 		closed := r.closed
 		if closed && opened {
-			// Closed while opening: close what was opened.
-			if protocol == ProtocolARP {
-				r.arp.Close()
-			} else {
-				r.ndp.Close()
-			}
+			r.closeSocket(protocol) // closed while opening
 		}
 		r.mu.Unlock()
 		if closed {
