@@ -45,13 +45,15 @@ func (n *network) readyNodes() []eligibleNode {
 		if !nodeEligible(node) || !nodeReady(node) {
 			continue
 		}
-		if addrs, err := n.cloudAddresses(node); err == nil {
-			e := eligibleNode{name: node.Name, ips: nodeIPs(addrs), macs: n.machineMACs(node)}
-			if m, ok := n.inv.FindMachine(nodeKeys(node)); ok {
-				e.machine = m.Name
-			}
-			out = append(out, e)
+		addrs, m, err := n.cloudAddresses(node)
+		if err != nil {
+			continue
 		}
+		e := eligibleNode{name: node.Name, ips: nodeIPs(addrs)}
+		if m != nil {
+			e.machine, e.macs = m.Name, machineMACs(m)
+		}
+		out = append(out, e)
 	}
 	n.pinned.keep(names)
 	return out
@@ -84,16 +86,11 @@ func (n *network) listedNodes() ([]inventory.NodeKeys, bool) {
 // nodeOfMachine names another Node than name that the cloud initialised as
 // machine m (it has m's provider ID), or "".
 func (n *network) nodeOfMachine(m *config.Machine, name string) string {
-	select {
-	case <-n.informed:
-	default:
-		return ""
-	}
-	all, _ := n.nodes.List(labels.Everything())
+	nodes, _ := n.listedNodes()
 	id := m.EffectiveProviderID()
-	for _, node := range all {
-		if node.Name != name && node.Spec.ProviderID == id {
-			return node.Name
+	for _, k := range nodes {
+		if k.Name != name && k.ProviderID == id {
+			return k.Name
 		}
 	}
 	return ""
@@ -107,12 +104,13 @@ func (n *network) nodeOfMachine(m *config.Machine, name string) string {
 // balancer sends nothing to an instance it does not know, so it is no next
 // hop and no route target. Addresses no traffic may go to (loopback,
 // link-local, multicast, unspecified) are left out, with an Event on the
-// Node. Callers hold n.mu.
-func (n *network) cloudAddresses(node *v1.Node) ([]v1.NodeAddress, error) {
+// Node. m is the Node's machine, nil for an allowed unlisted Node. Callers
+// hold n.mu.
+func (n *network) cloudAddresses(node *v1.Node) (_ []v1.NodeAddress, m *config.Machine, _ error) {
 	if !initialised(node) {
-		return nil, fmt.Errorf("the Node is not initialised by the cloud yet (it has the taint %s)", cloudapi.TaintExternalCloudProvider)
+		return nil, nil, fmt.Errorf("the Node is not initialised by the cloud yet (it has the taint %s)", cloudapi.TaintExternalCloudProvider)
 	}
-	m, ok := n.inv.FindMachine(nodeKeys(node))
+	m, ok := n.inv.FindMachine(nodeKeys(node)) // nil when unlisted
 	var addrs []v1.NodeAddress
 	switch {
 	case ok && len(m.Addresses) > 0:
@@ -121,11 +119,11 @@ func (n *network) cloudAddresses(node *v1.Node) ([]v1.NodeAddress, error) {
 		pinned, err := n.pinned.of(node)
 		if err != nil {
 			n.reportNodeAddresses(node.Name, "NodeAddressesChanged", err.Error())
-			return nil, err
+			return nil, nil, err
 		}
 		addrs = pinned
 	default:
-		return nil, errors.New("the Node matches no machine of inventory.machines")
+		return nil, nil, errors.New("the Node matches no machine of inventory.machines")
 	}
 	usable, dropped := usableAddresses(addrs)
 	if len(dropped) > 0 {
@@ -133,7 +131,7 @@ func (n *network) cloudAddresses(node *v1.Node) ([]v1.NodeAddress, error) {
 	} else {
 		n.reportNodeAddresses(node.Name, "", "")
 	}
-	return usable, nil
+	return usable, m, nil
 }
 
 // reportNodeAddresses tells a Node, once for as long as it stays so, what
@@ -147,13 +145,9 @@ func (n *network) reportNodeAddresses(node, reason, msg string) {
 	n.eventf(nodeRef(node), v1.EventTypeWarning, reason, "%s", msg)
 }
 
-// machineMACs are the hardware addresses the inventory lists for the
-// Node's machine. Callers hold n.mu.
-func (n *network) machineMACs(node *v1.Node) []net.HardwareAddr {
-	m, ok := n.inv.FindMachine(nodeKeys(node))
-	if !ok {
-		return nil
-	}
+// machineMACs are the hardware addresses the inventory lists for a
+// machine.
+func machineMACs(m *config.Machine) []net.HardwareAddr {
 	var out []net.HardwareAddr
 	for _, s := range m.MACAddresses {
 		if hw, err := net.ParseMAC(s); err == nil {

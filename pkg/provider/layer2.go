@@ -240,7 +240,7 @@ func (n *network) desiredL2() map[string]l2.Table {
 	// Each node's MAC on each segment, found once per convergence, not
 	// once per VIP: asking the segment takes its lock.
 	nodeMACs := map[string]map[string]net.HardwareAddr{}
-	unseen := map[[2]string]bool{}
+	unseen := map[[2]string]eligibleNode{}
 	for iface, seg := range n.segments {
 		nodeMACs[iface] = map[string]net.HardwareAddr{}
 		for _, node := range ready {
@@ -249,11 +249,11 @@ func (n *network) desiredL2() map[string]l2.Table {
 				nodeMACs[iface][node.name] = mac
 			}
 			if notSeen && slices.ContainsFunc(node.ips, func(ip netip.Addr) bool { return containedIn(ip, subnets[iface]) }) {
-				unseen[[2]string{iface, node.name}] = true
+				unseen[[2]string{iface, node.name}] = node
 			}
 		}
 	}
-	n.reportUnseenMACs(unseen, ready)
+	n.reportUnseenMACs(unseen)
 	held := map[netip.Addr]bool{}
 	count := map[[2]string]float64{}
 	unanswered := 0
@@ -378,24 +378,20 @@ func hasFamily(ips []netip.Addr, v4 bool) bool {
 }
 
 // reportUnseenMACs tells each node listing several MACs, none seen on a
-// segment it has an address on, that it carries none of that segment's
-// VIPs; once for as long as it stays so. Callers hold n.mu.
-func (n *network) reportUnseenMACs(unseen map[[2]string]bool, ready []eligibleNode) {
-	machines := map[string]eligibleNode{}
-	for _, node := range ready {
-		machines[node.name] = node
-	}
-	for k := range unseen {
-		if n.macUnseen[k] {
+// segment it has an address on (by interface and node name), that it
+// carries none of that segment's VIPs; once for as long as it stays so.
+// Callers hold n.mu.
+func (n *network) reportUnseenMACs(unseen map[[2]string]eligibleNode) {
+	for k, node := range unseen {
+		if _, said := n.macUnseen[k]; said {
 			continue
 		}
-		node := machines[k[1]]
-		klog.ErrorS(nil, "Node lists several MACs, none seen on the segment; it carries none of its layer 2 VIPs", "node", k[1], "interface", k[0], "macs", node.macs)
-		n.eventf(nodeRef(k[1]), v1.EventTypeWarning, "L2MACNotSeen",
+		klog.ErrorS(nil, "Node lists several MACs, none seen on the segment; it carries none of its layer 2 VIPs", "node", node.name, "interface", k[0], "macs", node.macs)
+		n.eventf(nodeRef(node.name), v1.EventTypeWarning, "L2MACNotSeen",
 			"none of the macAddresses %v of machine %q answers on interface %s; the node carries none of its layer 2 VIPs until one does (list the one on that segment first, or only it)", node.macs, node.machine, k[0])
 	}
 	for k := range n.macUnseen {
-		if !unseen[k] {
+		if _, still := unseen[k]; !still {
 			klog.InfoS("Node's MAC seen on the segment again; it carries layer 2 VIPs", "node", k[1], "interface", k[0])
 		}
 	}

@@ -103,9 +103,9 @@ type network struct {
 	offSegment    map[netip.Addr]bool
 	l2Stranded    map[netip.Addr]bool
 	l2Counted     map[[2]string]float64
-	// macUnseen are the (interface, node) pairs said to have none of their
-	// several MACs seen there.
-	macUnseen map[[2]string]bool
+	// macUnseen are the nodes, by (interface, node name), said to have
+	// none of their several MACs seen there.
+	macUnseen map[[2]string]eligibleNode
 
 	// pinned are the addresses Nodes without inventory addresses were
 	// initialised with.

@@ -147,7 +147,7 @@ func (n *network) routeNextHop(r *route) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("route %s to Node %s: %w", r.cidr, r.node, err)
 	}
-	addresses, err := n.cloudAddresses(node)
+	addresses, _, err := n.cloudAddresses(node)
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("route %s to Node %s: %w; it is routed once the cloud knows the Node", r.cidr, r.node, err)
 	}
