@@ -184,25 +184,12 @@ func buildSite(apiServer string) (_ *site, err error) {
 	for i := 1; i <= 3; i++ {
 		n := &node{name: fmt.Sprintf("n%d", i), ip: fmt.Sprintf("10.250.0.1%d", i),
 			podNet: fmt.Sprintf("10.244.%d.0/24", i), podIP: fmt.Sprintf("10.244.%d.1", i)}
-		if n.ns, err = newNS(n.name); err != nil {
+		if n.ns, err = s.onFabric(n.name, n.ip); err != nil {
 			return nil, err
 		}
-		if err := framework.Veth(s.router, n.name, "", n.ns, "eth0", n.ip+"/24"); err != nil {
+		// The "pod": an address in the node's pod CIDR.
+		if _, err := n.ns.IP("addr", "add", n.podIP+"/32", "dev", "lo"); err != nil {
 			return nil, err
-		}
-		for _, st := range [][]string{{"link", "set", n.name, "master", "br0"}} {
-			if _, err := s.router.IP(st...); err != nil {
-				return nil, err
-			}
-		}
-		for _, st := range [][]string{
-			{"route", "add", "default", "via", fabricGW},
-			// The "pod": an address in the node's pod CIDR.
-			{"addr", "add", n.podIP + "/32", "dev", "lo"},
-		} {
-			if _, err := n.ns.IP(st...); err != nil {
-				return nil, err
-			}
 		}
 		if err := n.startHealthz(); err != nil {
 			return nil, err
@@ -291,25 +278,39 @@ bgp:
 // their addresses, as a rack of healthy nodes. The router then has them as
 // neighbours too; nothing but the CCM's probes is sent to them.
 func (s *site) answerFor(machines []*node) (*http.Server, error) {
-	rack, err := s.newNS("rack")
+	var addrs []string
+	for _, m := range machines {
+		addrs = append(addrs, m.ip)
+	}
+	rack, err := s.onFabric("rack", addrs...)
 	if err != nil {
 		return nil, err
 	}
-	if err := framework.Veth(s.router, "rack", "", rack, "eth0", ""); err != nil {
+	return rack.ServeHealthz("0.0.0.0:" + healthzPort)
+}
+
+// onFabric is a new namespace of the site's on the router's fabric bridge,
+// its eth0 holding addrs (in the fabric's /24), routed through the router.
+func (s *site) onFabric(name string, addrs ...string) (*framework.Netns, error) {
+	ns, err := s.newNS(name)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := s.router.IP("link", "set", "rack", "master", "br0"); err != nil {
+	if err := framework.Veth(s.router, name, "", ns, "eth0", ""); err != nil {
 		return nil, err
 	}
-	for _, m := range machines {
-		if _, err := rack.IP("addr", "add", m.ip+"/24", "dev", "eth0"); err != nil {
+	if _, err := s.router.IP("link", "set", name, "master", "br0"); err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if _, err := ns.IP("addr", "add", a+"/24", "dev", "eth0"); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := rack.IP("route", "add", "default", "via", fabricGW); err != nil {
+	if _, err := ns.IP("route", "add", "default", "via", fabricGW); err != nil {
 		return nil, err
 	}
-	return rack.ServeHealthz("0.0.0.0:" + healthzPort)
+	return ns, nil
 }
 
 func (s *site) writeConfig(machines ...*node) (string, error) {
