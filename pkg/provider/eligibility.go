@@ -59,9 +59,9 @@ func (n *network) readyNodes() []eligibleNode {
 	return out
 }
 
-// listedNodes are the keys of every Node, once the informers have listed
-// them; ok is false before.
-func (n *network) listedNodes() ([]inventory.NodeKeys, bool) {
+// listed is every Node, once the informers have listed them; ok is false
+// before.
+func (n *network) listed() ([]*v1.Node, bool) {
 	select {
 	case <-n.informed:
 	default:
@@ -73,24 +73,28 @@ func (n *network) listedNodes() ([]inventory.NodeKeys, bool) {
 		}
 	}
 	all, err := n.nodes.List(labels.Everything())
-	if err != nil {
-		return nil, false
-	}
+	return all, err == nil
+}
+
+// listedNodes are the keys of every Node, once the informers have listed
+// them; ok is false before.
+func (n *network) listedNodes() ([]inventory.NodeKeys, bool) {
+	all, ok := n.listed()
 	keys := make([]inventory.NodeKeys, 0, len(all))
 	for _, node := range all {
 		keys = append(keys, nodeKeys(node))
 	}
-	return keys, true
+	return keys, ok
 }
 
 // nodeOfMachine names another Node than name that the cloud initialised as
 // machine m (it has m's provider ID), or "".
 func (n *network) nodeOfMachine(m *config.Machine, name string) string {
-	nodes, _ := n.listedNodes()
+	all, _ := n.listed()
 	id := m.EffectiveProviderID()
-	for _, k := range nodes {
-		if k.Name != name && k.ProviderID == id {
-			return k.Name
+	for _, node := range all {
+		if node.Name != name && node.Spec.ProviderID == id {
+			return node.Name
 		}
 	}
 	return ""
