@@ -24,6 +24,9 @@ import (
 
 const commandName = "baremetal-cloud-controller-manager"
 
+// readiness is set from the command line before initCloud runs.
+var readiness readinessOptions
+
 func main() {
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
@@ -35,6 +38,7 @@ func main() {
 	fss := cliflag.NamedFlagSets{}
 	pvLabel := &pvLabelOptions{Workers: 2}
 	pvLabel.AddFlags(fss.FlagSet("pv-label controller"))
+	readiness.AddFlags(fss.FlagSet("readiness"))
 
 	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, wait.NeverStop)
 	command.Use = commandName
@@ -85,6 +89,9 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	if bm, ok := cloud.(*provider.Cloud); ok {
 		bm.Speak(context.Background(), c.SharedInformers, c.VersionedClient, c.ComponentConfig.Generic.LeaderElection.RenewDeadline.Duration)
 		c.SharedInformers.Start(wait.NeverStop)
+		if err := serveReadiness(readiness.Address, bm.Ready); err != nil {
+			klog.Fatal(err)
+		}
 	}
 	return cloud
 }

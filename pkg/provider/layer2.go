@@ -53,6 +53,7 @@ var openSegment = func(ctx context.Context, iface string, n *network) (segment, 
 		klog.ErrorS(nil, "Conflicting or changing answers for a node's hardware address; keeping what is known", "interface", iface, "address", ip, "answers", macs)
 	}
 	r.OnSocket = func(protocol string, err error) {
+		n.live.socket(iface, protocol, err != nil, false)
 		if err == nil {
 			l2SocketDown.WithLabelValues(iface, protocol).Set(0)
 			return
@@ -65,6 +66,7 @@ var openSegment = func(ctx context.Context, iface string, n *network) (segment, 
 		r.Run(ctx)
 		for _, p := range []string{l2.ProtocolARP, l2.ProtocolNDP} {
 			l2SocketDown.DeleteLabelValues(iface, p)
+			n.live.socket(iface, p, false, true)
 		}
 	}()
 	return r, nil

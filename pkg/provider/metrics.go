@@ -138,6 +138,7 @@ func (n *network) peerStateChanged(st bgp.PeerState) {
 	if !wanted {
 		return
 	}
+	n.live.session(st.Address, st.Established)
 	v := 0.0
 	if st.Established {
 		v = 1

@@ -107,6 +107,11 @@ type network struct {
 	// none of their several MACs seen there.
 	macUnseen map[[2]string]eligibleNode
 
+	// listedCluster is set once the informers have listed the cluster;
+	// live is what the speaker and the sockets report (readiness.go).
+	listedCluster bool
+	live          liveness
+
 	// pinned are the addresses Nodes without inventory addresses were
 	// initialised with.
 	pinned pinnedAddresses

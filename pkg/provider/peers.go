@@ -58,6 +58,7 @@ func (n *network) setPeers(ctx context.Context) {
 	for addr := range inForce {
 		if _, ok := applied[addr]; !ok {
 			forgetPeer(addr)
+			n.live.forgetSessions(addr)
 		}
 	}
 	n.mu.Lock()

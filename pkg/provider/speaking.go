@@ -62,13 +62,16 @@ func (n *network) speak(ctx context.Context, reachable func(context.Context) err
 	if !n.waitSynced(ctx) {
 		return
 	}
+	n.mu.Lock()
+	n.listedCluster = true
+	n.mu.Unlock()
 	n.startProbing(ctx)
 	saidOff := false
 	for ctx.Err() == nil {
 		n.mu.Lock()
 		cfg := n.cfg
 		n.mu.Unlock()
-		if (!cfg.LoadBalancer.AnnouncesBGP() && cfg.Routes == nil) || cfg.BGP.LocalASN == 0 {
+		if !speaksBGP(cfg) {
 			// A reload may give BGP a pool: the speaker starts then.
 			if !saidOff {
 				klog.InfoS("BGP announcements are off; a reload that announces a pool over BGP starts them", "announce", cfg.LoadBalancer.Announce, "localASN", cfg.BGP.LocalASN)
@@ -94,6 +97,7 @@ func (n *network) speak(ctx context.Context, reachable func(context.Context) err
 		n.mu.Lock()
 		n.speaker, n.peersInForce = nil, nil
 		n.mu.Unlock()
+		n.live.forgetSessions()
 		if !lost {
 			return
 		}
