@@ -53,7 +53,7 @@ func main() {
 	var s spec
 	var with list
 	flag.StringVar(&s.binary, "binary", "bin/baremetal-cloud-controller-manager", "the static binary")
-	flag.StringVar(&s.tag, "tag", "ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager:latest", "the image's name")
+	flag.StringVar(&s.tag, "tag", "ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager:dev", "the image's name")
 	flag.StringVar(&s.user, "user", nonroot, "the user (uid:gid) that runs the binary")
 	flag.StringVar(&s.path, "path", "", "where the binary goes in the image (default: /usr/local/bin/ and its name)")
 	flag.Var(&with, "with", "a host file to add at its own path with the shared libraries it loads (repeatable)")

@@ -19,7 +19,7 @@ import (
 
 // shippedImage is the image name deploy/ ships with; the only thing the
 // lab changes in the manifests.
-const shippedImage = "ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager:latest"
+var shippedImage = framework.ShippedImage()
 
 // ImageName reads the name an image tarball carries.
 func ImageName(path string) (string, error) {

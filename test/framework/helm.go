@@ -8,7 +8,27 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	sigsyaml "sigs.k8s.io/yaml"
 )
+
+// ShippedImage is the image deploy/ and the chart run by default: the
+// chart's image.repository at its appVersion.
+func ShippedImage() string {
+	chart := filepath.Join(RepoRoot(), "deploy", "chart", "baremetal-cloud-controller-manager")
+	var c struct{ AppVersion string }
+	var v struct{ Image struct{ Repository string } }
+	for file, into := range map[string]any{"Chart.yaml": &c, "values.yaml": &v} {
+		b, err := os.ReadFile(filepath.Join(chart, file))
+		if err == nil {
+			err = sigsyaml.Unmarshal(b, into)
+		}
+		if err != nil {
+			panic(err)
+		}
+	}
+	return v.Image.Repository + ":" + c.AppVersion
+}
 
 // Helm runs the built helm from the repository root against the cluster
 // of kubeconfig, with its cache, config and data in the test's temporary

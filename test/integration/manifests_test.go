@@ -77,6 +77,10 @@ func TestManifestsApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if want := framework.ShippedImage(); pod.Spec.Containers[0].Image != want || d.Spec.Template.Spec.Containers[0].Image != want {
+		t.Errorf("deploy/ runs %s (static pod) and %s (Deployment), want the chart's image of its appVersion, %s",
+			pod.Spec.Containers[0].Image, d.Spec.Template.Spec.Containers[0].Image, want)
+	}
 	checkLockedDown("the static pod", pod.Spec)
 	checkMemory(t, "the static pod", pod.Spec)
 	if pod.Spec.Priority == nil || *pod.Spec.Priority < 2000000000 {

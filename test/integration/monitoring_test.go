@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	dashboardFile = filepath.Join("deploy", "grafana", "baremetal-cloud-controller-manager.json")
+	dashboardFile = filepath.Join("deploy", "chart", "baremetal-cloud-controller-manager", "files", "grafana-dashboard.json")
 	alertsFile    = filepath.Join("deploy", "chart", "baremetal-cloud-controller-manager", "files", "alerts.yaml")
 )
 
