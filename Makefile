@@ -6,6 +6,9 @@ TOOLS_BIN := hack/tools/bin
 BINARY    := $(BIN_DIR)/baremetal-cloud-controller-manager
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The commit's time, not the build's: the same commit builds the same
+# binary (and the release the same image digests).
+BUILD_DATE ?= $(shell date -u -d @$$(git log -1 --format=%ct 2>/dev/null || echo 0) +%Y-%m-%dT%H:%M:%SZ)
 # The component-base version is the Kubernetes release the binary is built
 # on (feature gates and compatibility checks parse it); the project's own
 # version goes in the build metadata.
@@ -15,7 +18,7 @@ LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION)+baremetal.$(subst -,.,$(VERSION)) \
 	-X k8s.io/component-base/version.gitCommit=$(COMMIT) \
 	-X k8s.io/component-base/version.gitTreeState=$(if $(findstring dirty,$(VERSION)),dirty,clean) \
-	-X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ) \
+	-X k8s.io/component-base/version.buildDate=$(BUILD_DATE) \
 	-X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION)+baremetal.$(subst -,.,$(VERSION)) \
 	-X k8s.io/client-go/pkg/version.gitCommit=$(COMMIT)
 
@@ -27,7 +30,7 @@ LDFLAGS := -s -w \
 # "context deadline exceeded" and no failing input (go.dev/issue/75804).
 FUZZTIME ?= 40000x
 
-.PHONY: all build control-plane tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image
+.PHONY: all build control-plane tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image release release-test release-tools chart-docs
 
 all: build
 
@@ -139,11 +142,29 @@ $(IMAGES_DIR)/echo.tar: $(TOOLS_BIN)/echo $(IMAGE_TOOL)
 	@mkdir -p $(IMAGES_DIR)
 	$(IMAGE_TOOL) -binary $< -tag baremetal.test/echo:v1 -out $@
 
-lint:
+# The release's and CI's tools, from their Go modules (hack/release/go.mod):
+# actionlint for the workflows, helm-docs for the chart's README,
+# cyclonedx-gomod for the SBOM.
+RELEASE_TOOLS := $(TOOLS_BIN)/actionlint $(TOOLS_BIN)/helm-docs $(TOOLS_BIN)/cyclonedx-gomod
+release-tools: $(RELEASE_TOOLS)
+$(RELEASE_TOOLS) &: hack/release/go.mod hack/release/go.sum
+	cd hack/release && CGO_ENABLED=0 $(GO) build -trimpath -o ../tools/bin/ \
+		github.com/rhysd/actionlint/cmd/actionlint github.com/norwoodj/helm-docs/cmd/helm-docs github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
+
+# The chart's README is generated from values.yaml; lint fails when it
+# differs.
+CHART := deploy/chart/baremetal-cloud-controller-manager
+HELM_DOCS_FLAGS := -c deploy/chart --skip-version-footer -s file -l warning
+chart-docs: $(TOOLS_BIN)/helm-docs
+	$(TOOLS_BIN)/helm-docs $(HELM_DOCS_FLAGS)
+
+lint: $(RELEASE_TOOLS)
 	$(GO) vet ./...
 	cd hack/tools && $(GO) vet ./...
 	cd hack/image && $(GO) vet ./...
 	@out=$$(gofmt -l cmd pkg test hack); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(TOOLS_BIN)/actionlint
+	@$(TOOLS_BIN)/helm-docs $(HELM_DOCS_FLAGS) -d | diff -u $(CHART)/README.md - || { echo "$(CHART)/README.md is not what helm-docs makes of values.yaml: run make chart-docs"; exit 1; }
 
 unit:
 	$(GO) test ./pkg/... ./cmd/...
@@ -175,6 +196,7 @@ e2e: tools build
 # static pod; needs root (installs runc, nftables, CNI plugins).
 CLUSTERFLAGS ?=
 cluster-test: tools $(HELM) node-tools cluster-images e2e-tools
+	test -f $(DIST)/SHA256SUMS || $(MAKE) release VERSION=$(TEST_RELEASE)
 	$(GO) test -count=1 -timeout 60m ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
 
 # Upstream's LoadBalancer e2e suite ([Feature:LoadBalancer]) against the
@@ -200,7 +222,22 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAddressRange$$' -fuzztime $(FUZZTIME) ./pkg/config
 	$(GO) test -run '^$$' -fuzz '^FuzzAnnotations$$' -fuzztime $(FUZZTIME) ./pkg/provider
 
-test: lint unit fuzz integration chaos e2e cluster-test
+test: lint unit fuzz integration chaos e2e release-test cluster-test
+
+# make release VERSION=vX.Y.Z writes dist/ (hack/release.sh says what is in
+# it); nothing is pushed. DIST puts it elsewhere.
+DIST ?= dist
+IMAGE_REPO := ghcr.io/cloud-provider-baremetal/baremetal-cloud-controller-manager
+release: $(HELM) $(IMAGE_TOOL) $(TOOLS_BIN)/cyclonedx-gomod
+	@case "$(VERSION)" in v*) ;; *) echo "make release VERSION=vX.Y.Z" >&2; exit 1;; esac
+	GO='$(GO)' LDFLAGS='$(LDFLAGS)' IMAGE_REPO=$(IMAGE_REPO) VERSION=$(VERSION) DIST=$(DIST) hack/release.sh
+
+# The release make test builds and checks (test/release), and the one the
+# real-cluster tests install and upgrade to.
+TEST_RELEASE := v0.1.0
+release-test:
+	$(MAKE) release VERSION=$(TEST_RELEASE)
+	$(GO) test -count=1 -timeout 20m ./test/release/ -args -version $(TEST_RELEASE)
 
 # Needs root to install gobgpd (Debian's) when it is missing.
 demo: control-plane build

@@ -18,13 +18,13 @@ fi
 for f in rbac deployment load-balancer-finalizer; do
 	{
 		echo "# Rendered from $chart by 'make manifests'; edit the chart, not this file."
-		"$helm" template baremetal-cloud-controller-manager "$chart" --namespace kube-system --show-only "templates/$f.yaml"
+		"$helm" template baremetal-cloud-controller-manager "$chart" --kube-version 1.37.2 --namespace kube-system --show-only "templates/$f.yaml"
 	} >"$out/$f.yaml"
 done
 {
 	echo "# Rendered from $chart (rbac.staticPodUser=true) by 'make manifests'; edit the chart, not this file."
 	echo "# deploy/rbac.yaml's rights, also bound to the user system:cloud-controller-manager of a static pod."
-	"$helm" template baremetal-cloud-controller-manager "$chart" --namespace kube-system --show-only templates/rbac.yaml --set rbac.staticPodUser=true
+	"$helm" template baremetal-cloud-controller-manager "$chart" --kube-version 1.37.2 --namespace kube-system --show-only templates/rbac.yaml --set rbac.staticPodUser=true
 } >"$out/static-pod-rbac.yaml"
 if [ "${1:-}" = --check ]; then
 	for f in rbac static-pod-rbac deployment load-balancer-finalizer; do

@@ -5,6 +5,11 @@
 // components' images the same way (-user 0:0), and kube-proxy's with the
 // Debian nft it runs (-with, which adds a host file and the shared
 // libraries it loads).
+//
+// With -oci and one -platform per architecture it writes the release's
+// multi-platform image instead: an OCI image layout (what `crane push`,
+// `oras cp --from-oci-layout` and `ctr images import` read) holding one
+// index of an image per platform. The same binaries give the same digests.
 package main
 
 import (
@@ -58,9 +63,21 @@ func main() {
 	flag.StringVar(&s.path, "path", "", "where the binary goes in the image (default: /usr/local/bin/ and its name)")
 	flag.Var(&with, "with", "a host file to add at its own path with the shared libraries it loads (repeatable)")
 	out := flag.String("out", "bin/baremetal-cloud-controller-manager-image.tar", "the tarball to write")
+	var platforms list
+	flag.Var(&platforms, "platform", "with -oci: os/arch=binary, one per platform of the index (repeatable)")
+	oci := flag.String("oci", "", "write a multi-platform OCI image layout to this directory instead of a tarball")
+	var annotations list
+	flag.Var(&annotations, "annotation", "with -oci: key=value on the index (repeatable)")
 	flag.Parse()
 	s.with = with
-	if err := build(s, *out); err != nil {
+	var err error
+	if *oci != "" {
+		err = buildIndex(s, platforms, annotations, *oci)
+		*out = *oci
+	} else {
+		err = build(s, *out)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
@@ -87,7 +104,7 @@ func build(s spec, out string) error {
 			return err
 		}
 	}
-	img, err := image(files, "/"+entry, s.user)
+	img, err := image(files, "/"+entry, s.user, runtime.GOARCH)
 	if err != nil {
 		return err
 	}
@@ -96,7 +113,7 @@ func build(s spec, out string) error {
 
 // image is one layer, the files and the user database, with the config
 // that runs entry as user.
-func image(files map[string][]byte, entry, user string) (v1.Image, error) {
+func image(files map[string][]byte, entry, user, arch string) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar(files))), nil
 	})
@@ -112,7 +129,7 @@ func image(files map[string][]byte, entry, user string) (v1.Image, error) {
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.OS, cfg.Architecture = "linux", arch
 	cfg.Config.Entrypoint = []string{entry}
 	cfg.Config.User = user
 	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin"}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -86,5 +87,63 @@ func TestWithAddsAProgramAndItsLibraries(t *testing.T) {
 	}
 	if err := addWithLibraries(files, "/no/such/program"); err == nil || !strings.Contains(err.Error(), "/no/such/program") {
 		t.Errorf("a missing file: %v, want an error naming it", err)
+	}
+}
+
+// The release's index: an image per platform, of that architecture, and
+// the same digest from the same binaries.
+func TestIndexIsOnePerPlatformAndReproducible(t *testing.T) {
+	dir := t.TempDir()
+	var platforms []string
+	for _, arch := range []string{"amd64", "arm64"} {
+		bin := filepath.Join(dir, arch)
+		if err := os.WriteFile(bin, []byte("a program for "+arch), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		platforms = append(platforms, "linux/"+arch+"="+bin)
+	}
+	digests := map[string]bool{}
+	for _, out := range []string{"one", "two"} {
+		s := spec{binary: "baremetal-cloud-controller-manager", tag: "example.com/ccm:v1.2.3", user: nonroot}
+		if err := buildIndex(s, platforms, []string{"org.opencontainers.image.version=v1.2.3"}, filepath.Join(dir, out)); err != nil {
+			t.Fatal(err)
+		}
+		lp, err := layout.FromPath(filepath.Join(dir, out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, err := lp.ImageIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := top.IndexManifest()
+		if err != nil || len(m.Manifests) != 1 || m.Manifests[0].Annotations["io.containerd.image.name"] != "example.com/ccm:v1.2.3" {
+			t.Fatalf("index.json: %+v, %v", m, err)
+		}
+		digests[m.Manifests[0].Digest.String()] = true
+		idx, err := top.ImageIndex(m.Manifests[0].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := idx.IndexManifest()
+		if err != nil || len(im.Manifests) != 2 {
+			t.Fatalf("the index: %+v, %v", im, err)
+		}
+		for _, d := range im.Manifests {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := img.ConfigFile()
+			if err != nil || cfg.Architecture != d.Platform.Architecture || cfg.OS != "linux" {
+				t.Errorf("the %s image's config: %+v, %v", d.Platform.Architecture, cfg, err)
+			}
+		}
+	}
+	if len(digests) != 1 {
+		t.Errorf("two builds of the same binaries gave the indexes %v", digests)
+	}
+	if err := buildIndex(spec{tag: "example.com/ccm:v1"}, []string{"darwin/arm64=x"}, nil, filepath.Join(dir, "bad")); err == nil || !strings.Contains(err.Error(), "linux/<arch>") {
+		t.Errorf("a platform not linux: %v", err)
 	}
 }
