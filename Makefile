@@ -30,7 +30,7 @@ LDFLAGS := -s -w \
 # "context deadline exceeded" and no failing input (go.dev/issue/75804).
 FUZZTIME ?= 40000x
 
-.PHONY: all build control-plane tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image release release-test release-tools chart-docs
+.PHONY: previous all build control-plane tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image release release-test release-tools chart-docs
 
 all: build
 
@@ -195,9 +195,21 @@ e2e: tools build
 # network namespaces, the CCM run from deploy/ as a Deployment and as a
 # static pod; needs root (installs runc, nftables, CNI plugins).
 CLUSTERFLAGS ?=
-cluster-test: tools $(HELM) node-tools cluster-images e2e-tools
+cluster-test: tools $(HELM) node-tools cluster-images e2e-tools previous
 	test -f $(DIST)/SHA256SUMS || $(MAKE) release VERSION=$(TEST_RELEASE)
 	$(GO) test -count=1 -timeout 60m ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
+
+# The commit before this one, as a site runs it before an upgrade: its
+# chart and its image (bin/previous/), which the real-cluster tests install
+# and then upgrade to dist/. PREVIOUS names another commit or tag.
+PREVIOUS ?= HEAD~1
+PREVIOUS_DIR := $(BIN_DIR)/previous
+previous: $(IMAGE_TOOL)
+	rm -rf $(PREVIOUS_DIR) && mkdir -p $(PREVIOUS_DIR)/src
+	git archive --format=tar $(PREVIOUS) | tar -x -C $(PREVIOUS_DIR)/src
+	cd $(PREVIOUS_DIR)/src && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(subst $(VERSION),previous,$(LDFLAGS))' -o ../baremetal-cloud-controller-manager ./cmd/baremetal-cloud-controller-manager
+	$(IMAGE_TOOL) -binary $(PREVIOUS_DIR)/baremetal-cloud-controller-manager -tag $(IMAGE_REPO):previous -out $(PREVIOUS_DIR)/image.tar
+	git rev-parse --short $(PREVIOUS) >$(PREVIOUS_DIR)/commit
 
 # Upstream's LoadBalancer e2e suite ([Feature:LoadBalancer]) against the
 # lab cluster with the CCM from deploy/, run from the lab's client behind

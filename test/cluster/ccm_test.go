@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -144,13 +142,7 @@ func workerNames() []string { return nodeNames()[1:] }
 // the kubelet for it).
 func ccmLogs(t *testing.T, podPrefix string) string {
 	t.Helper()
-	dirs, _ := filepath.Glob(lab.Nodes[0].Path("/var/log/pods/kube-system_" + podPrefix + "*/cloud-controller-manager/*.log"))
-	var b strings.Builder
-	for _, d := range dirs {
-		raw, _ := os.ReadFile(d)
-		b.Write(raw)
-	}
-	return b.String()
+	return ccmLogsOn(lab.Nodes[0], podPrefix)
 }
 
 // noForbidden checks that the CCM was never refused by the API server:

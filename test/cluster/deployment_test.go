@@ -48,6 +48,7 @@ func TestCCMAsADeployment(t *testing.T) {
 		}
 		return d.Status.ReadyReplicas >= 1, fmt.Sprintf("%d ready", d.Status.ReadyReplicas)
 	})
+	noRestarts(t, "deploy/deployment.yaml on initialised Nodes")
 
 	// Pod routes: every node's pod CIDR at the router, via the node.
 	framework.Eventually(t, time.Minute, "each pod CIDR routed via its node", func() (bool, string) {

@@ -24,6 +24,7 @@ import (
 type stream struct {
 	mu         sync.Mutex
 	ok, failed int
+	errors     []string // the first few failures, with their time
 	done       chan struct{}
 }
 
@@ -41,6 +42,9 @@ func startStream(addr string, stop <-chan struct{}) *stream {
 			s.mu.Lock()
 			if err != nil {
 				s.failed++
+				if len(s.errors) < 5 {
+					s.errors = append(s.errors, time.Now().Format("15:04:05.000")+" "+err.Error())
+				}
 			} else {
 				s.ok++
 			}

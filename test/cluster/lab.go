@@ -102,9 +102,9 @@ func imageFiles() []string {
 }
 
 // Up builds the lab with one control-plane node and the given number of
-// workers, and makes it a cluster with kubeadm. ccmImage is the CCM's image
-// tarball, loaded on every node.
-func Up(dir string, workers int, ccmImage string) (_ *Lab, err error) {
+// workers, and makes it a cluster with kubeadm. ccmImages are the CCM's
+// image tarballs (or OCI layout tars), loaded on every node.
+func Up(dir string, workers int, ccmImages ...string) (_ *Lab, err error) {
 	if err := Check(); err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func Up(dir string, workers int, ccmImage string) (_ *Lab, err error) {
 	for _, f := range imageFiles() {
 		l.images = append(l.images, filepath.Join(framework.ToolsBin(), f))
 	}
-	l.images = append(l.images, ccmImage)
+	l.images = append(l.images, ccmImages...)
 	if l.Router, err = framework.NewNetns(nsPrefix + "router"); err != nil {
 		return nil, err
 	}

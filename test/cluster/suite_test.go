@@ -32,6 +32,13 @@ var firstSeen sync.Map
 // ccmImage is the tarball `make image` wrote, and the name in it.
 var ccmImage, ccmImageName string
 
+// The release's image (make release) and the previous commit's (make
+// previous), which the upgrade test goes from and to.
+var (
+	releaseImage  = filepath.Join(framework.RepoRoot(), "dist", "image.oci.tar")
+	previousImage = filepath.Join(framework.RepoRoot(), "bin", "previous", "image.tar")
+)
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	os.Exit(run(m))
@@ -67,7 +74,12 @@ func run(m *testing.M) int {
 
 // upWatching brings the lab up, recording each Node as first registered.
 func upWatching(dir string) (*Lab, error) {
-	l, err := Up(dir, 0, ccmImage)
+	for _, f := range []string{releaseImage, previousImage} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("%w (make release VERSION=%s, make previous)", err, "v0.1.0")
+		}
+	}
+	l, err := Up(dir, 0, ccmImage, releaseImage, previousImage)
 	if err != nil {
 		return nil, err
 	}

@@ -415,53 +415,12 @@ func logZebraUpdates(t *testing.T) int {
 }
 
 // monitorRoutes records every change of the router's kernel routes.
-func monitorRoutes(t *testing.T) *framework.Process {
-	t.Helper()
-	monitor, err := framework.StartProcess("ip", t.TempDir(), "route-monitor", 0, nil, "netns", "exec", net1.router.Name, "ip", "monitor", "route")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A change of the test's own first proves the monitor records.
-	// It may not listen yet at first: the route is added until it is seen.
-	const canary = "198.51.100.250/32"
-	framework.Eventually(t, 10*time.Second, "the route monitor sees a route added", func() (bool, string) {
-		net1.router.IP("route", "del", canary, "dev", "lo")
-		if _, err := net1.router.IP("route", "add", canary, "dev", "lo"); err != nil {
-			return false, err.Error()
-		}
-		time.Sleep(200 * time.Millisecond)
-		return strings.Contains(monitor.Logs(), "198.51.100.250"), "not in the monitor's output"
-	})
-	return monitor
-}
+func monitorRoutes(t *testing.T) *framework.Process { return framework.MonitorRoutes(t, net1.router) }
 
-// deletions are the lines of `ip monitor route` output that delete a route
-// to one of prefixes, and of bgpd's zebra debug log that tell zebra to.
+// deletions are the router's kernel route deletions of prefixes and the
+// lines of bgpd's zebra debug log that tell zebra to delete one.
 func deletions(monitorLog, bgpdLog string, prefixes []string) []string {
-	watched := map[string]bool{}
-	for _, p := range prefixes {
-		watched[p] = true
-		// ip prints a host route without its length.
-		watched[strings.TrimSuffix(p, "/32")] = true
-	}
-	var out []string
-	for _, line := range strings.Split(monitorLog, "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == "Deleted" && watched[f[1]] {
-			out = append(out, "kernel: "+line)
-		}
-	}
-	for _, line := range strings.Split(bgpdLog, "\n") {
-		if !strings.Contains(line, "Tx route delete") {
-			continue
-		}
-		for _, f := range strings.Fields(line) {
-			if strings.Contains(f, "/") && watched[f] {
-				out = append(out, "bgpd: "+line)
-				break
-			}
-		}
-	}
-	return out
+	return framework.RouteDeletions(monitorLog, bgpdLog, prefixes)
 }
 
 // probes connects pod to pod (a to b) and to the VIP every 100 ms.
