@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -61,6 +63,49 @@ func TestHelmChartDayTwo(t *testing.T) {
 			t.Error("podDisruptionBudget.enabled=false still renders one")
 		}
 		applyDry(t, objs)
+	})
+
+	// The API server's eviction, against the chart's budget: a replica
+	// that is not ready may go (a dead router must not block a drain), a
+	// ready one may not while the budget has no disruption to give.
+	t.Run("a drain evicts a replica that is not ready, not a ready one", func(t *testing.T) {
+		const ns = "pdb-drain"
+		framework.CreateNamespace(t, suite.Cluster.Admin, ns)
+		d, objs := deployment(t, "--namespace", ns)
+		var pdb policyv1.PodDisruptionBudget
+		find(t, objs, "PodDisruptionBudget", "", &pdb)
+		ctx := context.Background()
+		if _, err := suite.Cluster.Admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []struct {
+			name  string
+			ready corev1.ConditionStatus
+		}{{"replica-ready", corev1.ConditionTrue}, {"replica-not-ready", corev1.ConditionFalse}} {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: d.Spec.Template.Labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ccm", Image: framework.ShippedImage()}}}}
+			created, err := suite.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			created.Status.Phase = corev1.PodRunning
+			created.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: p.ready}}
+			if _, err := suite.Cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// No retries: client-go would wait out the budget's 429s.
+		evict := func(name string) error {
+			return suite.Cluster.Admin.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(name).SubResource("eviction").
+				MaxRetries(0).Body(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}).Do(ctx).Error()
+		}
+		if err := evict("replica-not-ready"); err != nil {
+			t.Errorf("evicting the replica that is not ready: %v, want it evicted (unhealthyPodEvictionPolicy AlwaysAllow)", err)
+		}
+		if err := evict("replica-ready"); !apierrors.IsTooManyRequests(err) {
+			t.Errorf("evicting the ready replica with no disruption allowed: %v, want 429 from the budget", err)
+		}
 	})
 
 	// The labels and taints each distribution gives its control-plane
