@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -211,6 +212,8 @@ type Claim struct {
 	// Edited is set when the Service's spec or annotations changed after
 	// its status was written.
 	Edited bool
+	// Created is when the Service was created.
+	Created time.Time
 }
 
 // Restored is what a rebuild gave one claim.
@@ -225,8 +228,29 @@ type Restored struct {
 	Refused error
 }
 
+// ByHolder orders claims for Rebuild so that in a conflict the true holder
+// keeps the address, the same one at every rebuild whatever order the
+// claims were listed in: first those whose addresses this CCM wrote (a hand
+// edit or a tool's is not), then the oldest, then by Service.
+func ByHolder(claims []Claim) []Claim {
+	out := slices.Clone(claims)
+	slices.SortStableFunc(out, func(a, b Claim) int {
+		if a.Ours != b.Ours {
+			if a.Ours {
+				return -1
+			}
+			return 1
+		}
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Request.Service, b.Request.Service)
+	})
+	return out
+}
+
 // Rebuild restores the allocations the Services' statuses record, claims
-// in order of precedence (the true holder first). An address claimed by
+// in order of precedence (the true holder first: see ByHolder). An address claimed by
 // several Services stays with each of them when the CCM wrote all their
 // statuses and the sharing they had broke only because a spec was edited
 // since (its ports, traffic policy, selector, sharing key, an annotation):

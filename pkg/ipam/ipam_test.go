@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 )
@@ -440,13 +441,13 @@ func TestRebuildRestoresWhatTheStatusesSay(t *testing.T) {
 		refused string         // the Service refused, "" for none
 		lost    string         // the Service that lost an address, "" for none
 	}{
-		{name: "no edit", claims: []Claim{{a, x, true, false}, {b, x, true, false}}, keep: map[string]int{"a": 1, "b": 1}},
-		{name: "B's ports clash, A first", claims: []Claim{{a, x, true, false}, {clashing, x, true, true}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
-		{name: "B's ports clash, B first", claims: []Claim{{clashing, x, true, true}, {a, x, true, false}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
-		{name: "B's sharing key removed", claims: []Claim{{unkeyed, x, true, true}, {a, x, true, false}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
-		{name: "B's traffic policy changed", claims: []Claim{{a, x, true, false}, {local, x, true, true}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
-		{name: "a hand edit claims A's address", claims: []Claim{{a, x, true, false}, {clashing, x, false, true}}, keep: map[string]int{"a": 1}, lost: "b"},
-		{name: "two statuses the CCM wrote, never shared and never edited", claims: []Claim{{v4("a"), x, true, false}, {v4("b"), x, true, false}}, keep: map[string]int{"a": 1}, lost: "b"},
+		{name: "no edit", claims: []Claim{{a, x, true, false, time.Time{}}, {b, x, true, false, time.Time{}}}, keep: map[string]int{"a": 1, "b": 1}},
+		{name: "B's ports clash, A first", claims: []Claim{{a, x, true, false, time.Time{}}, {clashing, x, true, true, time.Time{}}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
+		{name: "B's ports clash, B first", claims: []Claim{{clashing, x, true, true, time.Time{}}, {a, x, true, false, time.Time{}}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
+		{name: "B's sharing key removed", claims: []Claim{{unkeyed, x, true, true, time.Time{}}, {a, x, true, false, time.Time{}}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
+		{name: "B's traffic policy changed", claims: []Claim{{a, x, true, false, time.Time{}}, {local, x, true, true, time.Time{}}}, keep: map[string]int{"a": 1, "b": 1}, refused: "b"},
+		{name: "a hand edit claims A's address", claims: []Claim{{a, x, true, false, time.Time{}}, {clashing, x, false, true, time.Time{}}}, keep: map[string]int{"a": 1}, lost: "b"},
+		{name: "two statuses the CCM wrote, never shared and never edited", claims: []Claim{{v4("a"), x, true, false, time.Time{}}, {v4("b"), x, true, false, time.Time{}}}, keep: map[string]int{"a": 1}, lost: "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			alloc, restored := Rebuild(ps, tc.claims)
@@ -491,6 +492,40 @@ func TestRebuildRestoresWhatTheStatusesSay(t *testing.T) {
 			}
 			if got, err := alloc.Allocate(a); err != nil || !slices.Equal(got, x) {
 				t.Errorf("a after the edit was undone: %v %v", got, err)
+			}
+		})
+	}
+}
+
+// TestByHolder: whatever order the Services are listed in, the claims
+// come in the same order, the true holder first: a status the CCM wrote
+// before a hand-edited one, then the oldest, then by name.
+func TestByHolder(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	claim := func(svc string, ours bool, created time.Time) Claim {
+		return Claim{Request: v4(svc), Ours: ours, Created: created}
+	}
+	for _, tc := range []struct {
+		name   string
+		claims []Claim
+		want   []string
+	}{
+		{"ours before a hand edit, however young", []Claim{claim("old-edit", false, t0), claim("young", true, t0.Add(time.Hour))}, []string{"young", "old-edit"}},
+		{"then the oldest", []Claim{claim("young", true, t0.Add(time.Minute)), claim("old", true, t0)}, []string{"old", "young"}},
+		{"then by name", []Claim{claim("b", true, t0), claim("a", true, t0)}, []string{"a", "b"}},
+		{"hand edits among themselves: the oldest", []Claim{claim("y", false, t0.Add(time.Second)), claim("z", false, t0)}, []string{"z", "y"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reversed := slices.Clone(tc.claims)
+			slices.Reverse(reversed)
+			for _, claims := range [][]Claim{tc.claims, reversed} {
+				var got []string
+				for _, c := range ByHolder(claims) {
+					got = append(got, strings.TrimPrefix(c.Request.Service, "default/"))
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("order %v, want %v", got, tc.want)
+				}
 			}
 		})
 	}

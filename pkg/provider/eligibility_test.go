@@ -52,8 +52,9 @@ func kubeletNode(name, addr string, ready, init bool) *v1.Node {
 // withNodes gives the cloud's network a Node lister holding nodes.
 func withNodes(t *testing.T, c *Cloud, nodes ...*v1.Node) {
 	t.Helper()
-	c.net.nodes = nodeLister(t, nodes...)
-	close(c.net.ready)
+	c.lb.cluster.nodes = nodeLister(t, nodes...)
+	c.lb.leading.Store(true)
+	close(c.lb.ready)
 }
 
 func nodeLister(t *testing.T, nodes ...*v1.Node) corelisters.NodeLister {
@@ -84,12 +85,12 @@ func TestNextHopsAreInitialisedNodesAtCloudAddresses(t *testing.T) {
 	} {
 		c := newCloud(t, fmt.Sprintf(eligibilityConfig, policy))
 		withNodes(t, c, append(clusterNodes(), kubeletNode("down", "10.9.9.6", false, true))...)
-		c.net.mu.Lock()
+		c.lb.mu.Lock()
 		var got []string
-		for _, n := range c.net.readyNodes() {
-			got = append(got, strings.TrimSpace(n.name+" "+strings.Trim(fmt.Sprint(n.ips), "[]")))
+		for _, n := range c.lb.judged().Carriers() {
+			got = append(got, strings.TrimSpace(n.Name+" "+strings.Trim(fmt.Sprint(n.IPs), "[]")))
 		}
-		c.net.mu.Unlock()
+		c.lb.mu.Unlock()
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Errorf("unlistedNodes %s: next hops %q, want %q", policy, got, want)
@@ -119,11 +120,8 @@ func TestRoutesOnlyToInitialisedNodes(t *testing.T) {
 			}
 		}
 	}
-	c.net.mu.Lock()
-	paths := c.net.routePaths()
-	c.net.mu.Unlock()
 	var got []string
-	for _, p := range paths {
+	for _, p := range desiredPaths(c) {
 		got = append(got, fmt.Sprint(p.Prefix, p.NextHops))
 	}
 	slices.Sort(got)
@@ -180,20 +178,20 @@ func TestANodeCredentialCannotRedirectTraffic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCloud(t, fmt.Sprintf(eligibilityConfig, tc.policy)+"loadBalancer: {pools: [{name: p, addresses: [10.1.0.0/24]}]}\n")
-			var events []string
-			c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
-				events = append(events, ref.Name+" "+reason+": "+fmt.Sprintf(format, args...))
-			}
+			ev := recordEvents(c)
 			n := kubeletNode(tc.node, tc.first, true, true)
 			n.UID = "uid-1"
 			withNodes(t, c, n)
 			hops := func() string {
-				c.net.mu.Lock()
-				defer c.net.mu.Unlock()
-				c.net.services["default/svc"] = &lbService{namespace: "default", name: "svc"}
+				c.lb.mu.Lock()
+				c.lb.services["default/svc"] = &lbService{namespace: "default", name: "svc"}
+				c.lb.mu.Unlock()
+				if err := c.lb.converge(); err != nil {
+					t.Fatal(err)
+				}
 				var got []string
-				for _, e := range c.net.healthy(c.net.readyNodes()) {
-					got = append(got, strings.Trim(fmt.Sprint(e.ips), "[]"))
+				for _, e := range c.lb.last.Carrying {
+					got = append(got, strings.Trim(fmt.Sprint(e.IPs), "[]"))
 				}
 				return strings.Join(got, " ")
 			}
@@ -201,23 +199,23 @@ func TestANodeCredentialCannotRedirectTraffic(t *testing.T) {
 			if tc.later != "" {
 				rewritten := n.DeepCopy()
 				rewritten.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: tc.later}}
-				c.net.nodes = nodeLister(t, rewritten)
+				c.lb.cluster.nodes = nodeLister(t, rewritten)
 			}
 			if got := hops(); got != tc.want {
 				t.Errorf("next hops %q, want %q", got, tc.want)
 			}
 			// The checker probes the next hops, nothing else.
-			for _, target := range c.net.health.Targets() {
+			for _, target := range c.lb.health.checker.Targets() {
 				if tc.want == "" || !strings.Contains(tc.want, target.Addr.String()) {
 					t.Errorf("health check target %v", target)
 				}
 			}
-			said := strings.Join(events, "\n")
+			said := strings.Join(ev.all, "\n")
 			if tc.reason == "" && said != "" || tc.reason != "" && strings.Count(said, tc.reason) != 1 {
 				t.Errorf("events %q, want one %s", said, tc.reason)
 			}
 			hops() // said once
-			if again := strings.Join(events, "\n"); again != said {
+			if again := strings.Join(ev.all, "\n"); again != said {
 				t.Errorf("said again: %q", again)
 			}
 		})
@@ -233,7 +231,7 @@ func TestANodeCannotClaimAnotherNodesMachine(t *testing.T) {
 	owner := kubeletNode("listed", "10.0.0.1", true, true)
 	evil := kubeletNode("evil", "10.0.0.1", true, false)
 	withNodes(t, c, owner, evil)
-	close(c.net.informed)
+	close(c.lb.cluster.informed)
 	ctx := context.Background()
 	if md, err := c.InstanceMetadata(ctx, evil); err == nil {
 		t.Errorf("a Node claiming another's machine by address was initialised as %s", md.ProviderID)

@@ -1,14 +1,18 @@
 package provider
 
 import (
+	"context"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/desired"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/health"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
 
 // Node health checks, as a cloud load balancer does them: kube-proxy's
@@ -27,34 +31,50 @@ import (
 // give the same answer, at a cost of one probe per node instead of one per
 // node and Service.
 
+// nodeHealth runs the checker and reports what its rounds change.
+type nodeHealth struct {
+	checker *health.Checker
+	report  *report.Reporter
+	changed func() // a verdict changed: converge
+	held    atomic.Bool
+	running sync.Once
+}
+
+func newNodeHealth(h config.HealthCheck, r *report.Reporter, changed func()) *nodeHealth {
+	nh := &nodeHealth{checker: health.New(healthSettings(h), nil), report: r, changed: changed}
+	nh.checker.OnRound = nh.round
+	return nh
+}
+
 func healthSettings(h config.HealthCheck) health.Settings {
 	return health.Settings{Port: h.Port, Path: h.Path, Interval: h.Interval.Duration, Timeout: h.Timeout.Duration,
 		Unhealthy: h.UnhealthyThreshold, Healthy: h.HealthyThreshold}
 }
 
-// healthy is the ready nodes that pass their health checks. The ready
-// nodes become the checker's targets: only while there is a VIP to
-// announce with health checks on; otherwise nothing is probed. Callers
-// hold n.mu.
-func (n *network) healthy(ready []eligibleNode) []eligibleNode {
-	if !n.cfg.LoadBalancer.HealthCheck.On() || len(n.services) == 0 {
-		n.health.SetTargets(nil)
-		return ready
+func (nh *nodeHealth) setSettings(h config.HealthCheck) { nh.checker.SetSettings(healthSettings(h)) }
+
+// start runs the checks for the rest of the process, once: the BGP
+// speaker and the layer 2 answers both read them.
+func (nh *nodeHealth) start(ctx context.Context) {
+	nh.running.Do(func() { go nh.checker.Run(ctx) })
+}
+
+// verdicts makes the nodes that may carry traffic the checker's targets
+// and returns its verdicts; when nothing is checked (checks off, or no VIP
+// to announce) nothing is probed and every node serves (nil).
+func (nh *nodeHealth) verdicts(checked bool, carriers []*desired.Node) func(string) bool {
+	if !checked {
+		nh.checker.SetTargets(nil)
+		return nil
 	}
-	targets := make([]health.Target, 0, len(ready))
-	for _, node := range ready {
-		if len(node.ips) > 0 {
-			targets = append(targets, health.Target{Name: node.name, Addr: probeAddress(node.ips)})
+	targets := make([]health.Target, 0, len(carriers))
+	for _, node := range carriers {
+		if len(node.IPs) > 0 {
+			targets = append(targets, health.Target{Name: node.Name, Addr: probeAddress(node.IPs)})
 		}
 	}
-	n.health.SetTargets(targets)
-	out := ready[:0:0]
-	for _, node := range ready {
-		if n.health.Serving(node.name) {
-			out = append(out, node)
-		}
-	}
-	return out
+	nh.checker.SetTargets(targets)
+	return nh.checker.Serving
 }
 
 // probeAddress is where a node is probed: its IPv4 next hop if it has one.
@@ -67,40 +87,42 @@ func probeAddress(ips []netip.Addr) netip.Addr {
 	return ips[0]
 }
 
-// healthRound reports what a round of probes changed and converges.
-func (n *network) healthRound(r health.Round) {
+// round reports what a round of probes changed and asks for a
+// convergence.
+func (nh *nodeHealth) round(r health.Round) {
 	healthProbes.WithLabelValues("success").Add(float64(r.Probes - r.Failed))
 	healthProbes.WithLabelValues("failure").Add(float64(r.Failed))
 	for _, ch := range r.Changes {
 		if ch.Serving {
-			klog.InfoS("Node passes its health checks; it is a load-balancer next hop again", "node", ch.Name)
-			n.eventf(nodeRef(ch.Name), v1.EventTypeNormal, "HealthCheckPassing", "kube-proxy's health check passes again; the node carries load-balancer traffic")
+			nh.report.Event(report.Problem{Reason: "HealthCheckPassing", Object: report.Node(ch.Name), Normal: true,
+				Log:     "Node passes its health checks; it is a load-balancer next hop again",
+				Message: "kube-proxy's health check passes again; the node carries load-balancer traffic"})
 			continue
 		}
-		klog.ErrorS(ch.Err, "Node fails its health checks; its load-balancer next hops are withdrawn", "node", ch.Name)
-		n.eventf(nodeRef(ch.Name), v1.EventTypeWarning, "HealthCheckFailing", "kube-proxy's health check fails (%v); the node's load-balancer next hops are withdrawn until it passes again", ch.Err)
+		nh.report.Event(report.Problem{Reason: "HealthCheckFailing", Object: report.Node(ch.Name),
+			Log: "Node fails its health checks; its load-balancer next hops are withdrawn", LogValues: []any{"err", ch.Err},
+			Message: "kube-proxy's health check fails (" + errText(ch.Err) + "); the node's load-balancer next hops are withdrawn until it passes again"})
 	}
 	held := len(r.Held) > 0
-	n.mu.Lock()
-	wasHeld := n.held
-	n.held = held
-	n.mu.Unlock()
-	switch {
+	switch wasHeld := nh.held.Swap(held); {
 	case held && !wasHeld:
 		healthAllFailing.Set(1)
-		klog.ErrorS(nil, "Every node fails its health checks at once; keeping the last good next hops, as the prober is more likely cut off than every node dead", "nodes", r.Held, "errors", r.Errs)
-		n.podEventf(v1.EventTypeWarning, "HealthChecksAllFailing",
-			"every load-balancer next hop fails its health check at once (%s); they are kept: check that this replica reaches the nodes' kube-proxy health port", strings.Join(r.Held, ", "))
+		nh.report.Event(report.Problem{Reason: "HealthChecksAllFailing", Object: report.Self,
+			Log: "Every node fails its health checks at once; keeping the last good next hops, as the prober is more likely cut off than every node dead", LogValues: []any{"nodes", r.Held, "errors", r.Errs},
+			Message: "every load-balancer next hop fails its health check at once (" + strings.Join(r.Held, ", ") + "); they are kept: check that this replica reaches the nodes' kube-proxy health port"})
 	case !held && wasHeld:
 		healthAllFailing.Set(0)
 		klog.InfoS("Health checks pass again on some node; the held next hops are judged again")
 	}
-	healthNodesOut.Set(float64(n.health.NotServing()))
+	healthNodesOut.Set(float64(nh.checker.NotServing()))
 	if len(r.Changes) > 0 {
-		n.announce()
+		nh.changed()
 	}
 }
 
-func nodeRef(name string) *v1.ObjectReference {
-	return &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: name}
+func errText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
 }

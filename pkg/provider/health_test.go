@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	v1 "k8s.io/api/core/v1"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/health"
 )
@@ -38,9 +34,9 @@ func healthCloud(t *testing.T, healthCheck string) (*Cloud, func(nodes ...string
 	c := newCloud(t, fmt.Sprintf(healthConfig, healthCheck))
 	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true), kubeletNode("b", "10.0.0.2", true, true))
 	withServices(t, c, lbWithStatus("web", time.Now(), "10.1.0.1"))
-	c.net.mu.Lock()
-	c.net.derive(false)
-	c.net.mu.Unlock()
+	c.lb.mu.Lock()
+	c.lb.derive(false)
+	c.lb.mu.Unlock()
 	var mu sync.Mutex
 	failing := map[string]bool{}
 	setFailing := func(nodes ...string) {
@@ -51,7 +47,7 @@ func healthCloud(t *testing.T, healthCheck string) (*Cloud, func(nodes ...string
 			failing[n] = true
 		}
 	}
-	c.net.health = health.New(healthSettings(c.net.cfg.LoadBalancer.HealthCheck), func(_ context.Context, tg health.Target) error {
+	c.lb.health.checker = health.New(healthSettings(c.lb.cfg.LoadBalancer.HealthCheck), func(_ context.Context, tg health.Target) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if failing[tg.Name] {
@@ -59,31 +55,13 @@ func healthCloud(t *testing.T, healthCheck string) (*Cloud, func(nodes ...string
 		}
 		return nil
 	})
-	c.net.health.OnRound = c.net.healthRound
-	ev := &events{}
-	c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
-		ev.add(ref.Kind + " " + ref.Name + " " + reason + ": " + fmt.Sprintf(format, args...))
-	}
-	c.net.podEventf = func(_, reason, format string, args ...any) {
-		ev.add("Pod " + reason + ": " + fmt.Sprintf(format, args...))
-	}
+	c.lb.health.checker.OnRound = c.lb.health.round
+	ev := recordEvents(c)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	announcedVIPs(c) // the targets, before the first round
-	go c.net.health.Run(ctx)
+	c.lb.health.start(ctx)
 	return c, setFailing, ev
-}
-
-type events struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (e *events) add(s string) { e.mu.Lock(); e.all = append(e.all, s); e.mu.Unlock() }
-func (e *events) has(prefix string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.ContainsFunc(e.all, func(s string) bool { return strings.HasPrefix(s, prefix) })
 }
 
 // eventually waits for the VIP to be announced via want.
@@ -144,7 +122,7 @@ func TestHealthChecksOff(t *testing.T) {
 	fail("b")
 	time.Sleep(300 * time.Millisecond)
 	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
-	if n := c.net.health.NotServing(); n != 0 {
+	if n := c.lb.health.checker.NotServing(); n != 0 {
 		t.Errorf("%d nodes out with health checks off", n)
 	}
 }
@@ -155,9 +133,9 @@ func TestNewNodeServesOnlyOncePassing(t *testing.T) {
 	c, fail, _ := healthCloud(t, "{interval: 100ms}")
 	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
 	fail("new")
-	c.net.mu.Lock()
-	c.net.nodes = nodeLister(t, kubeletNode("a", "10.0.0.1", true, true), kubeletNode("b", "10.0.0.2", true, true), kubeletNode("new", "10.0.0.3", true, true))
-	c.net.mu.Unlock()
+	c.lb.mu.Lock()
+	c.lb.cluster.nodes = nodeLister(t, kubeletNode("a", "10.0.0.1", true, true), kubeletNode("b", "10.0.0.2", true, true), kubeletNode("new", "10.0.0.3", true, true))
+	c.lb.mu.Unlock()
 	time.Sleep(500 * time.Millisecond)
 	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
 	fail()

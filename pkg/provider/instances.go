@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
-	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/desired"
 )
 
 // Every answer here comes from the config in force, which is always a valid
@@ -27,12 +27,12 @@ import (
 // false, and a kubelet registers its Node NotReady. A Node that matches no
 // machine and never did (unlisted), or that is not initialised yet, exists.
 func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
-	keys := nodeKeys(node)
+	keys := desired.NodeKeys(node)
 	inv := c.inventory()
 	if _, ok := inv.FindMachine(keys); ok || inv.UnlistedNodes() == config.UnlistedAllow {
 		return true, nil
 	}
-	if initialised(node) {
+	if desired.Initialised(node) {
 		if m, ok := c.departed.find(keys, time.Now()); ok {
 			klog.InfoS("Node's machine was removed from the inventory; it no longer exists", "node", klog.KObj(node), "machine", m.Name)
 			return false, nil
@@ -43,7 +43,7 @@ func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
 
 // InstanceShutdown reports whether the Node's machine is recorded as off.
 func (c *Cloud) InstanceShutdown(_ context.Context, node *v1.Node) (bool, error) {
-	m, ok := c.inventory().FindMachine(nodeKeys(node))
+	m, ok := c.inventory().FindMachine(desired.NodeKeys(node))
 	return ok && m.PowerState == config.PowerOff, nil
 }
 
@@ -52,7 +52,7 @@ func (c *Cloud) InstanceShutdown(_ context.Context, node *v1.Node) (bool, error)
 // and retries, and a Warning Event that says what is missing.
 func (c *Cloud) InstanceMetadata(_ context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	inv := c.inventory()
-	keys := nodeKeys(node)
+	keys := desired.NodeKeys(node)
 	m, ok := inv.FindMachine(keys)
 	if !ok {
 		if inv.UnlistedNodes() == config.UnlistedAllow {
@@ -74,7 +74,7 @@ func (c *Cloud) InstanceMetadata(_ context.Context, node *v1.Node) (*cloudprovid
 		c.eventf(node, v1.EventTypeWarning, "NodeIPNotInInventory", "%v", err)
 		return nil, err
 	}
-	if other := c.net.nodeOfMachine(m, node.Name); other != "" {
+	if other := c.lb.cluster.nodeOfMachine(m, node.Name); other != "" {
 		// A Node's name and addresses are its kubelet's to choose: one
 		// matching a machine by hostname or address must not take the
 		// machine, its provider ID and its addresses from the Node that
@@ -111,15 +111,6 @@ func checkNodeIP(m *config.Machine, node *v1.Node) error {
 	return nil
 }
 
-// machineAddresses are a machine's inventory addresses as Node addresses.
-func machineAddresses(m *config.Machine) []v1.NodeAddress {
-	var out []v1.NodeAddress
-	for _, a := range m.Addresses {
-		out = append(out, v1.NodeAddress{Type: v1.NodeAddressType(a.Type), Address: a.Address})
-	}
-	return out
-}
-
 func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMetadata {
 	md := &cloudprovider.InstanceMetadata{
 		ProviderID:   m.EffectiveProviderID(),
@@ -127,7 +118,7 @@ func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMe
 		Zone:         m.Zone,
 		Region:       m.Region,
 	}
-	md.NodeAddresses = machineAddresses(m)
+	md.NodeAddresses = desired.MachineAddresses(m)
 	if len(md.NodeAddresses) == 0 {
 		// Keep what the kubelet reported.
 		md.NodeAddresses = node.Status.Addresses
@@ -139,12 +130,4 @@ func machineMetadata(m *config.Machine, node *v1.Node) *cloudprovider.InstanceMe
 		}
 	}
 	return md
-}
-
-func nodeKeys(node *v1.Node) inventory.NodeKeys {
-	k := inventory.NodeKeys{ProviderID: node.Spec.ProviderID, Name: node.Name}
-	for _, a := range node.Status.Addresses {
-		k.Addresses = append(k.Addresses, a.Address)
-	}
-	return k
 }

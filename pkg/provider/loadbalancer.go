@@ -16,12 +16,6 @@ import (
 
 var _ cloudprovider.LoadBalancer = &Cloud{}
 
-// lbService is what the provider knows of one LoadBalancer Service.
-type lbService struct {
-	namespace, name string
-	etpLocal        bool
-}
-
 func serviceKey(svc *v1.Service) string { return svc.Namespace + "/" + svc.Name }
 
 // GetLoadBalancerName implements cloudprovider.LoadBalancer.
@@ -31,12 +25,12 @@ func (c *Cloud) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Service
 
 // GetLoadBalancer reports the addresses the Service holds.
 func (c *Cloud) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	if err := c.net.waitReady(ctx); err != nil {
+	if err := c.lb.waitReady(ctx); err != nil {
 		return nil, false, err
 	}
-	c.net.mu.Lock()
-	defer c.net.mu.Unlock()
-	vips := c.net.alloc.Addresses(serviceKey(svc))
+	c.lb.mu.Lock()
+	defer c.lb.mu.Unlock()
+	vips := c.lb.alloc.Addresses(serviceKey(svc))
 	if len(vips) == 0 {
 		return nil, false, nil
 	}
@@ -52,14 +46,14 @@ func (c *Cloud) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) 
 // a Node change reaches the routers in one convergence instead of after
 // the controller has called UpdateLoadBalancer for every Service.
 func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	if err := c.net.waitReady(ctx); err != nil {
+	if err := c.lb.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	req, err := allocationRequest(svc)
 	if err != nil {
 		return nil, err
 	}
-	n := c.net
+	n := c.lb
 	n.mu.Lock()
 	vips, err := n.alloc.Allocate(req)
 	if err != nil {
@@ -89,10 +83,10 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 // asks GetLoadBalancer and drops the error when there is none; a Service
 // that never got one is ensured by its own sync.
 func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) error {
-	if err := c.net.waitReady(ctx); err != nil {
+	if err := c.lb.waitReady(ctx); err != nil {
 		return err
 	}
-	n := c.net
+	n := c.lb
 	n.mu.Lock()
 	s, ok := n.services[serviceKey(svc)]
 	if ok {
@@ -109,10 +103,10 @@ func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 // EnsureLoadBalancerDeleted withdraws the Service's paths and frees its
 // addresses.
 func (c *Cloud) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1.Service) error {
-	if err := c.net.waitReady(ctx); err != nil {
+	if err := c.lb.waitReady(ctx); err != nil {
 		return err
 	}
-	n := c.net
+	n := c.lb
 	key := serviceKey(svc)
 	n.mu.Lock()
 	vips := n.alloc.Addresses(key)

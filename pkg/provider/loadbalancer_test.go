@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
 
 const lbConfig = `
@@ -40,10 +40,10 @@ bgp: {localASN: 64512, routerID: 10.0.0.254}
 func lbCloud(t *testing.T, extraPools string) (*Cloud, *[]string) {
 	t.Helper()
 	c := newCloud(t, fmt.Sprintf(lbConfig, extraPools))
-	c.net.leading = true
+	c.lb.leading.Store(true)
 	var events []string
-	c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
-		events = append(events, ref.Namespace+"/"+ref.Name+" "+reason+": "+fmt.Sprintf(format, args...))
+	c.lb.report.Events = func(ref report.Object, _, reason, msg string) {
+		events = append(events, ref.Namespace+"/"+ref.Name+" "+reason+": "+msg)
 	}
 	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
 	return c, &events
@@ -73,17 +73,6 @@ func reloadWith(t *testing.T, c *Cloud, extraPools string, pools ...string) {
 		t.Fatal(err)
 	}
 	c.apply(cfg)
-}
-
-func pathTo(c *Cloud, vip string) string {
-	c.net.mu.Lock()
-	defer c.net.mu.Unlock()
-	for _, p := range c.net.desiredPaths() {
-		if p.Prefix.Addr() == netip.MustParseAddr(vip) {
-			return fmt.Sprintf("via %v communities %v", p.NextHops, p.Communities)
-		}
-	}
-	return "not announced"
 }
 
 func svcNamed(ns, name string) *v1.Service {
@@ -147,14 +136,21 @@ func TestVIPWithoutNextHopsOfItsFamilyIsReported(t *testing.T) {
 	}
 	// A standby derives the same and counts it, but the Service hears it
 	// from the leader alone.
-	c.net.mu.Lock()
-	c.net.leading = false
-	c.net.stranded = map[netip.Addr]bool{}
-	c.net.mu.Unlock()
+	svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: vip}}
+	withServices(t, c, svc)
+	c.lb.mu.Lock()
+	c.lb.leading.Store(false)
+	c.lb.report = &report.Reporter{Events: c.lb.report.Events, Quiet: c.quiet} // nothing said yet
+	c.lb.mu.Unlock()
 	*events = nil
-	pathTo(c, vip)
+	if got := pathTo(c, vip); got != "via [] communities []" {
+		t.Errorf("the standby announces the IPv6 VIP %s, want it without next hops", got)
+	}
 	if len(*events) != 0 {
 		t.Errorf("a standby told the Service: %q", *events)
+	}
+	if v, err := testutil.GetGaugeMetricValue(vipsWithoutNextHops); err != nil || v != 1 {
+		t.Errorf("the standby's baremetal_load_balancer_vips_without_next_hops = %v (%v), want 1", v, err)
 	}
 }
 
@@ -216,17 +212,17 @@ func TestOnlyEndpointChangesThatMoveNextHopsConverge(t *testing.T) {
 		{"a slice of no Service", nil, endpointSlice("gone", onA), false},
 	} {
 		select { // nothing pending
-		case <-c.net.kick:
+		case <-c.lb.kick:
 		default:
 		}
 		var old any
 		if tc.old != nil {
 			old = tc.old
 		}
-		c.net.sliceChanged(old, tc.cur)
+		c.lb.sliceChanged(old, tc.cur)
 		converged := false
 		select {
-		case <-c.net.kick:
+		case <-c.lb.kick:
 			converged = true
 		default:
 		}
@@ -252,9 +248,7 @@ bgp: {localASN: 64512, routerID: 10.0.0.254}
 	ctx := context.Background()
 	r := &cloudprovider.Route{Name: "a/10.244.1.0/24", TargetNode: "a", DestinationCIDR: "10.244.1.0/24"}
 	announced := func() bool {
-		c.net.mu.Lock()
-		defer c.net.mu.Unlock()
-		return slices.ContainsFunc(c.net.desiredPaths(), func(a bgp.Announcement) bool { return a.Prefix.String() == "10.244.1.0/24" })
+		return slices.ContainsFunc(desiredPaths(c), func(a bgp.Announcement) bool { return a.Prefix.String() == "10.244.1.0/24" })
 	}
 	if err := c.CreateRoute(ctx, "", "", r); err != nil || !announced() {
 		t.Fatalf("created: announced %v, %v", announced(), err)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
 
 // ProviderName is the value of --cloud-provider that selects this provider.
@@ -64,12 +65,13 @@ type Cloud struct {
 	inv        atomic.Pointer[inventory.Inventory]
 	departed   departures
 	watcher    *config.Watcher
-	net        *network
+	lb         *balancer
 
 	// recorder is set by Speak on every replica (or by Initialize, for a
 	// provider not started by this project's main), once.
 	recorder     atomic.Pointer[record.EventRecorderLogger]
 	recorderOnce sync.Once
+	runOnce      sync.Once
 
 	mu        sync.Mutex
 	onReloads []func()
@@ -84,11 +86,8 @@ func New(path string) (*Cloud, error) {
 		return nil, err
 	}
 	inv := inventory.New(cfg.Inventory)
-	c := &Cloud{configPath: path, net: newNetwork(cfg, inv)}
-	c.net.eventf = func(ref *v1.ObjectReference, eventType, reason, format string, args ...any) {
-		c.eventf(ref, eventType, reason, format, args...)
-	}
-	c.net.podEventf = c.podEvent
+	c := &Cloud{configPath: path}
+	c.lb = newBalancer(cfg, inv, &report.Reporter{Events: c.reportEvent, Quiet: c.quiet})
 	c.inv.Store(inv)
 	configLoaded(true)
 	klog.InfoS("Loaded cloud config", "path", path, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
@@ -106,11 +105,11 @@ func (c *Cloud) apply(cfg *config.Config) {
 	cfg = c.keepStartSettings(cfg)
 	inv := inventory.New(cfg.Inventory)
 	c.departed.update(c.inventory(), inv, time.Now())
-	if nodes, ok := c.net.listedNodes(); ok {
+	if nodes, ok := c.lb.cluster.nodeKeys(); ok {
 		c.departed.keep(nodes)
 	}
 	c.inv.Store(inv)
-	c.net.reload(context.Background(), cfg, inv)
+	c.lb.reload(context.Background(), cfg, inv)
 	configLoaded(true)
 	klog.InfoS("Reloaded cloud config", "path", c.configPath, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
 	c.mu.Lock()
@@ -153,6 +152,26 @@ func (c *Cloud) OnInventoryChange(f func()) {
 	c.onReloads = append(c.onReloads, f)
 }
 
+// reportEvent records what the load balancer reports, on the object it
+// names (report.Self: this replica's Pod).
+func (c *Cloud) reportEvent(obj report.Object, eventType, reason, message string) {
+	if obj == report.Self {
+		c.podEvent(eventType, reason, "%s", message)
+		return
+	}
+	c.eventf(&v1.ObjectReference{Kind: obj.Kind, APIVersion: "v1", Namespace: obj.Namespace, Name: obj.Name}, eventType, reason, "%s", message)
+}
+
+// quiet keeps a standby's Events off Services: every replica derives the
+// same problems, and a Service should hear each thing once, from the
+// leader.
+func (c *Cloud) quiet(obj report.Object) bool {
+	if obj.Kind != "Service" {
+		return false
+	}
+	return !c.lb.leading.Load()
+}
+
 func (c *Cloud) eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
 	if r := c.recorder.Load(); r != nil {
 		(*r).Eventf(obj, eventType, reason, format, args...)
@@ -169,8 +188,8 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 		cancel()
 	}()
 	// A provider not started by this project's main speaks from here.
-	c.net.speakOnce.Do(func() { go c.net.speak(ctx, apiReachable(client), defaultAPILoss) })
-	go c.net.lead(ctx)
+	c.runOnce.Do(func() { go c.lb.run(ctx, apiReachable(client), defaultAPILoss) })
+	go c.lb.lead(ctx)
 }
 
 // recordEvents starts recording Events through client, once per process:

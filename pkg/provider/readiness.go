@@ -2,13 +2,11 @@ package provider
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 
-	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgpannouncer"
 )
 
 // A replica is ready once routers and the segment hear from it what they
@@ -74,87 +72,25 @@ func notReady(s readyState) string {
 // Ready is nil once this replica announces what it should; else it says
 // why not.
 func (c *Cloud) Ready() error {
-	if why := notReady(c.net.readyState()); why != "" {
+	if why := notReady(c.lb.readyState()); why != "" {
 		return fmt.Errorf("%s", why)
 	}
 	return nil
 }
 
-// liveness is what the speaker and the sockets report of themselves; its
-// own lock, as they report from their goroutines.
-type liveness struct {
-	mu          sync.Mutex
-	established map[netip.Addr]bool
-	socketDown  map[string]bool
-}
-
-func (l *liveness) session(peer netip.Addr, up bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.established == nil {
-		l.established = map[netip.Addr]bool{}
+func (b *balancer) readyState() readyState {
+	b.mu.Lock()
+	speaks := bgpannouncer.Speaks(b.cfg)
+	b.mu.Unlock()
+	bs, ls := b.bgp.Status(), b.l2.Status()
+	return readyState{
+		synced:      b.cluster.listed.Load(),
+		bgp:         speaks,
+		speaking:    bs.Speaking,
+		peers:       bs.Peers,
+		established: bs.Established,
+		l2:          ls.Interfaces,
+		open:        ls.Open,
+		socketDown:  ls.SocketDown,
 	}
-	l.established[peer] = up
-}
-
-// forgetSessions is for a peer that left, or every peer (none given) when
-// the speaker stops.
-func (l *liveness) forgetSessions(peers ...netip.Addr) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(peers) == 0 {
-		clear(l.established)
-	}
-	for _, p := range peers {
-		delete(l.established, p)
-	}
-}
-
-// socket records a layer 2 socket's state; gone deletes it (its
-// interface closed).
-func (l *liveness) socket(iface, protocol string, down, gone bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.socketDown == nil {
-		l.socketDown = map[string]bool{}
-	}
-	key := iface + "/" + protocol
-	if gone {
-		delete(l.socketDown, key)
-		return
-	}
-	l.socketDown[key] = down
-}
-
-// speaksBGP is whether a config has the speaker run.
-func speaksBGP(cfg *config.Config) bool {
-	return (cfg.LoadBalancer.AnnouncesBGP() || cfg.Routes != nil) && cfg.BGP.LocalASN != 0
-}
-
-func (n *network) readyState() readyState {
-	n.live.mu.Lock()
-	established, socketDown := maps.Clone(n.live.established), maps.Clone(n.live.socketDown)
-	n.live.mu.Unlock()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	s := readyState{
-		synced:      n.listedCluster,
-		bgp:         speaksBGP(n.cfg),
-		speaking:    n.speaker != nil,
-		established: established,
-		open:        map[string]bool{},
-		socketDown:  socketDown,
-	}
-	for p := range n.peersWanted {
-		s.peers = append(s.peers, p)
-	}
-	slices.SortFunc(s.peers, netip.Addr.Compare)
-	if n.leading {
-		for iface := range n.l2Interfaces() {
-			s.l2 = append(s.l2, iface)
-			s.open[iface] = n.segments[iface] != nil
-		}
-		slices.Sort(s.l2)
-	}
-	return s
 }

@@ -33,23 +33,3 @@ func TestNotReady(t *testing.T) {
 		})
 	}
 }
-
-func TestLivenessForgetsWhatLeft(t *testing.T) {
-	var l liveness
-	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	l.session(a, true)
-	l.session(b, true)
-	l.forgetSessions(a)
-	if _, ok := l.established[a]; ok || !l.established[b] {
-		t.Errorf("after forgetting %s: %v", a, l.established)
-	}
-	l.forgetSessions()
-	if len(l.established) != 0 {
-		t.Errorf("after the speaker stopped: %v", l.established)
-	}
-	l.socket("eth1", "arp", true, false)
-	l.socket("eth1", "arp", false, true)
-	if len(l.socketDown) != 0 {
-		t.Errorf("a closed interface's socket is still reported: %v", l.socketDown)
-	}
-}

@@ -23,9 +23,9 @@ import (
 // Everything else in cfg, within the routes section and the peers too, is
 // put in force.
 func (c *Cloud) keepStartSettings(cfg *config.Config) *config.Config {
-	c.net.mu.Lock()
-	inForce := c.net.cfg
-	c.net.mu.Unlock()
+	c.lb.mu.Lock()
+	inForce := c.lb.cfg
+	c.lb.mu.Unlock()
 	kept := *cfg
 	var changes []string
 	switch {

@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -11,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -43,7 +42,7 @@ func lbWithStatus(name string, created time.Time, vip string) *v1.Service {
 
 func withServices(t *testing.T, c *Cloud, svcs ...*v1.Service) {
 	t.Helper()
-	c.net.svcs = corelisters.NewServiceLister(namespacedIndex(t, svcs))
+	c.lb.cluster.svcs = corelisters.NewServiceLister(namespacedIndex(t, svcs))
 }
 
 // namespacedIndex is an informer's index holding objs, by namespace.
@@ -56,18 +55,6 @@ func namespacedIndex[T any](t *testing.T, objs []T) cache.Indexer {
 		}
 	}
 	return idx
-}
-
-// announcedVIPs is each VIP the network wants announced, with its next hops.
-func announcedVIPs(c *Cloud) []string {
-	c.net.mu.Lock()
-	defer c.net.mu.Unlock()
-	var out []string
-	for _, p := range c.net.desiredPaths() {
-		out = append(out, fmt.Sprint(p.Prefix.Addr(), " via ", p.NextHops))
-	}
-	slices.Sort(out)
-	return out
 }
 
 // A standby announces what the Services' status says, as the leader
@@ -92,9 +79,9 @@ func TestStandbyAnnouncesWhatTheStatusSays(t *testing.T) {
 	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true), kubeletNode("b", "10.0.0.2", false, true))
 	withServices(t, c, svcs...)
 
-	c.net.mu.Lock()
-	c.net.derive(false)
-	c.net.mu.Unlock()
+	c.lb.mu.Lock()
+	c.lb.derive(false)
+	c.lb.mu.Unlock()
 	want := []string{"10.1.0.1 via [10.0.0.1]", "192.0.2.9 via [10.0.0.1]"}
 	if got := announcedVIPs(c); !slices.Equal(got, want) {
 		t.Errorf("standby announces %v, want %v", got, want)
@@ -102,73 +89,15 @@ func TestStandbyAnnouncesWhatTheStatusSays(t *testing.T) {
 
 	// The leader derives the same, and keeps the Service being deleted
 	// until the service controller has deleted its load balancer.
-	c.net.mu.Lock()
-	c.net.derive(true)
-	c.net.mu.Unlock()
+	c.lb.mu.Lock()
+	c.lb.derive(true)
+	c.lb.mu.Unlock()
 	want = []string{"10.1.0.1 via [10.0.0.1]", "10.1.0.3 via [10.0.0.1]", "192.0.2.9 via [10.0.0.1]"}
 	if got := announcedVIPs(c); !slices.Equal(got, want) {
 		t.Errorf("leader announces %v, want %v", got, want)
 	}
-	if got := c.net.alloc.Addresses("ns/copy"); len(got) != 0 {
+	if got := c.lb.alloc.Addresses("ns/copy"); len(got) != 0 {
 		t.Errorf("the younger claimant holds %v; the older Service holds its address", got)
-	}
-}
-
-func TestRouterIDIsTheReplicasOwnAddressUnlessSet(t *testing.T) {
-	t.Setenv(envPodIP, "10.0.0.7")
-	c := newCloud(t, followConfig)
-	if got := speakerGlobal(c.net.cfg.BGP).RouterID; got != netip.MustParseAddr("10.0.0.254") {
-		t.Errorf("router ID %v, want the configured 10.0.0.254", got)
-	}
-	c = newCloud(t, strings.Replace(followConfig, ", routerID: 10.0.0.254", "", 1))
-	if got := speakerGlobal(c.net.cfg.BGP).RouterID; got != netip.MustParseAddr("10.0.0.7") {
-		t.Errorf("router ID %v, want POD_IP 10.0.0.7", got)
-	}
-}
-
-// A replica stops speaking once the API server has been away for the
-// whole apiLoss, and not for a shorter gap.
-func TestAPILossIsTheWholeGrace(t *testing.T) {
-	defer func(p time.Duration) { apiPoll = p }(apiPoll)
-	apiPoll = 5 * time.Millisecond
-	n := newCloud(t, followConfig).net
-	down := errors.New("connection refused")
-
-	answers := make(chan error)
-	reachable := func(ctx context.Context) error {
-		select {
-		case err := <-answers:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	lost := make(chan time.Time, 1)
-	start := time.Now()
-	go func() {
-		if n.watchAPI(context.Background(), reachable, 200*time.Millisecond) {
-			lost <- time.Now()
-		}
-	}()
-	// Failures for a while, then an answer: not lost.
-	deadline := time.Now().Add(150 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		answers <- down
-	}
-	answers <- nil
-	// Then failures until it gives up.
-	failFrom := time.Now()
-	for {
-		select {
-		case at := <-lost:
-			if at.Sub(failFrom) < 200*time.Millisecond {
-				t.Fatalf("gave up %v after the last answer (%v after start); the grace is 200ms", at.Sub(failFrom), at.Sub(start))
-			}
-			return
-		case answers <- down:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the replica never gave up on an API server that stopped answering")
-		}
 	}
 }
 
@@ -199,23 +128,23 @@ func TestRebuildIsDeterministicAndTheTrueHolderWins(t *testing.T) {
 	for range 20 {
 		c := newCloud(t, followConfig)
 		var events []string
-		c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
-			events = append(events, ref.Name+" "+reason+": "+fmt.Sprintf(format, args...))
+		c.lb.report.Events = func(ref report.Object, _, reason, msg string) {
+			events = append(events, ref.Name+" "+reason+": "+msg)
 		}
 		withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
 		svcs := []*v1.Service{sameSecond("x"), sameSecond("y"), sameSecond("z"), edited, holder}
 		rand.Shuffle(len(svcs), func(i, j int) { svcs[i], svcs[j] = svcs[j], svcs[i] })
 		withServices(t, c, svcs...)
-		c.net.mu.Lock()
-		c.net.derive(true)
+		c.lb.mu.Lock()
+		c.lb.derive(true)
 		for _, name := range []string{"x", "y", "z"} {
-			if len(c.net.alloc.Addresses("ns/"+name)) > 0 {
+			if len(c.lb.alloc.Addresses("ns/"+name)) > 0 {
 				winners[name]++
 			}
 		}
-		holds := c.net.alloc.Addresses("ns/holder")
-		keeps := c.net.alloc.Addresses("ns/edited")
-		c.net.mu.Unlock()
+		holds := c.lb.alloc.Addresses("ns/holder")
+		keeps := c.lb.alloc.Addresses("ns/edited")
+		c.lb.mu.Unlock()
 		if len(holds) != 1 || holds[0] != netip.MustParseAddr("10.1.0.2") {
 			t.Errorf("the Service whose address the CCM wrote holds %v, want 10.1.0.2", holds)
 		}
@@ -228,20 +157,6 @@ func TestRebuildIsDeterministicAndTheTrueHolderWins(t *testing.T) {
 	}
 	if len(winners) != 1 || winners["x"] != 20 {
 		t.Errorf("winners over 20 rebuilds of three Services created in one second: %v, want x every time", winners)
-	}
-}
-
-// A replica in a Pod on a Node the CCM has not initialised yet (the first
-// start on a kubeadm cluster: the CCM initialises its own Node) has no
-// POD_IP, as the kubelet knows no address for the Node. Its router ID is
-// then the address it speaks to the routers from.
-func TestRouterIDWithoutPodIPIsTheAddressTowardsThePeers(t *testing.T) {
-	t.Setenv(envPodIP, "")
-	cfg := strings.Replace(followConfig, "bgp: {localASN: 64512, routerID: 10.0.0.254}",
-		"bgp: {localASN: 64512, peers: [{address: 127.0.0.1, asn: 64500}]}", 1)
-	c := newCloud(t, cfg)
-	if got := speakerGlobal(c.net.cfg.BGP).RouterID; got != netip.MustParseAddr("127.0.0.1") {
-		t.Errorf("router ID %v, want 127.0.0.1, this host's address towards its peer", got)
 	}
 }
 
@@ -269,10 +184,10 @@ func TestRebuildKeepsARefusedShare(t *testing.T) {
 		c := newCloud(t, followConfig)
 		withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
 		withServices(t, c, a, b)
-		c.net.mu.Lock()
-		c.net.derive(leading)
-		holdsA, holdsB := c.net.alloc.Addresses("ns/a"), c.net.alloc.Addresses("ns/b")
-		c.net.mu.Unlock()
+		c.lb.mu.Lock()
+		c.lb.derive(leading)
+		holdsA, holdsB := c.lb.alloc.Addresses("ns/a"), c.lb.alloc.Addresses("ns/b")
+		c.lb.mu.Unlock()
 		want := []netip.Addr{netip.MustParseAddr("10.1.0.7")}
 		if !slices.Equal(holdsA, want) || !slices.Equal(holdsB, want) {
 			t.Fatalf("leading %v: after the rebuild A holds %v and B %v, want both %v", leading, holdsA, holdsB, want)
@@ -281,9 +196,9 @@ func TestRebuildKeepsARefusedShare(t *testing.T) {
 	c := newCloud(t, followConfig)
 	withNodes(t, c, kubeletNode("a", "10.0.0.1", true, true))
 	withServices(t, c, a, b)
-	c.net.mu.Lock()
-	c.net.derive(true)
-	c.net.mu.Unlock()
+	c.lb.mu.Lock()
+	c.lb.derive(true)
+	c.lb.mu.Unlock()
 	ctx := context.Background()
 	if st, err := c.EnsureLoadBalancer(ctx, "", a, nil); err != nil || st.Ingress[0].IP != "10.1.0.7" {
 		t.Errorf("the innocent A ensured: %v %v", st, err)

@@ -1,4 +1,4 @@
-package provider
+package l2announcer
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
-
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/desired"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/l2"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
 
 // The segment is 192.168.1.0/24. Node a's MAC is in the inventory; b's is
@@ -95,39 +97,96 @@ func (f *fakeSegment) last() l2.Table {
 	return f.tables[len(f.tables)-1]
 }
 
-// l2Cloud is a leader with nodes a, b, c and far Ready, answering on a
-// fake eth0, with count Services of the lan pool and one of routed.
-func l2Cloud(t *testing.T, count int) (*Cloud, *fakeSegment, *events) {
-	t.Helper()
-	c := newCloud(t, l2Config)
-	withNodes(t, c, kubeletNode("a", "192.168.1.11", true, true), kubeletNode("b", "192.168.1.12", true, true),
-		kubeletNode("c", "192.168.1.13", true, true), kubeletNode("far", "10.9.0.1", true, true))
-	withSlices(t, c)
-	ev := &events{}
-	c.net.eventf = func(ref *v1.ObjectReference, _, reason, format string, args ...any) {
-		ev.add(ref.Kind + " " + ref.Name + " " + reason + ": " + fmt.Sprintf(format, args...))
-	}
-	c.net.podEventf = func(_, reason, format string, args ...any) {
-		ev.add("Pod " + reason + ": " + fmt.Sprintf(format, args...))
-	}
-	seg := newFakeSegment()
-	open := openSegment
-	openSegment = func(ctx context.Context, _ string, _ *network) (segment, error) { seg.ctx = ctx; return seg, nil }
-	t.Cleanup(func() { openSegment = open })
-	c.net.leading = true
-	c.net.openSegments(context.Background())
-	for i := range count {
-		ensure(t, c, svcNamed("ns", fmt.Sprintf("web-%d", i)))
-	}
-	routed := svcNamed("ns", "routed")
-	routed.Annotations = map[string]string{"baremetal.cloudprovider.io/address-pool": "routed"}
-	ensure(t, c, routed)
-	return c, seg, ev
+func init() { legacyregistry.MustRegister(Metrics()...) }
+
+// events records the Events said, as "Kind name Reason: message".
+type events struct {
+	mu  sync.Mutex
+	all []string
 }
 
-func withSlices(t *testing.T, c *Cloud, slices ...*discoveryv1.EndpointSlice) {
+func (e *events) add(obj report.Object, _, reason, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, strings.TrimSpace(obj.Kind+" "+obj.Name)+" "+reason+": "+msg)
+}
+
+func (e *events) count(prefix string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, s := range e.all {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// site is the desired state's inputs: Ready, initialised nodes and the
+// Services holding layer 2 (and one routed) VIPs.
+type site struct {
+	cfg      *config.Config
+	nodes    []*v1.Node
+	services []desired.Service
+	last     *desired.State
+}
+
+func newSite(t *testing.T, text string, vips int) *site {
 	t.Helper()
-	c.net.slices = discoverylisters.NewEndpointSliceLister(namespacedIndex(t, slices))
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &site{cfg: cfg}
+	for name, addr := range map[string]string{"a": "192.168.1.11", "b": "192.168.1.12", "c": "192.168.1.13", "far": "10.9.0.1"} {
+		s.nodes = append(s.nodes, node(name, addr, true))
+	}
+	for i := range vips {
+		s.add(fmt.Sprintf("web-%d", i), fmt.Sprintf("192.168.1.%d", 200+i), "lan", nil)
+	}
+	s.add("routed", "10.1.0.1", "routed", nil)
+	return s
+}
+
+func node(name, addr string, ready bool) *v1.Node {
+	status := v1.ConditionFalse
+	if ready {
+		status = v1.ConditionTrue
+	}
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: "baremetal://" + name},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: addr}},
+			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: status}}}}
+}
+
+func (s *site) add(name, vip, pool string, endpoints map[string]bool) {
+	s.services = append(s.services, desired.Service{Namespace: "ns", Name: name, Local: endpoints != nil, EndpointNodes: endpoints,
+		VIPs: []desired.Held{{Addr: netip.MustParseAddr(vip), Pool: pool}}})
+}
+
+func (s *site) state() *desired.State {
+	s.last = desired.Compute(desired.Input{LoadBalancer: &s.cfg.LoadBalancer,
+		Nodes: desired.Judge(s.nodes, inventory.New(s.cfg.Inventory), nil), Services: s.services, Previous: s.last})
+	return s.last
+}
+
+// leader is an announcer answering s on a fake eth0.
+func leader(t *testing.T, s *site) (*Announcer, *fakeSegment, *events) {
+	t.Helper()
+	ev := &events{}
+	a := New(&report.Reporter{Events: ev.add})
+	seg := newFakeSegment()
+	a.Open = func(ctx context.Context, _ string, _ *Announcer) (Segment, error) { seg.ctx = ctx; return seg, nil }
+	a.want = s.state()
+	a.openSegments(context.Background())
+	return a, seg, ev
+}
+
+// step gives a the site's state now and converges once.
+func step(a *Announcer, s *site) {
+	a.want = s.state()
+	a.openSegments(context.Background())
+	a.converge()
 }
 
 // answers is the table as VIP → node name.
@@ -148,9 +207,10 @@ func answers(t *testing.T, table l2.Table) map[string]string {
 	return out
 }
 
-func TestLayer2AnswersEachVIPWithOneEligibleNode(t *testing.T) {
-	c, seg, _ := l2Cloud(t, 30)
-	c.net.convergeL2()
+func TestAnswersEachVIPWithOneEligibleNode(t *testing.T) {
+	s := newSite(t, l2Config, 30)
+	a, seg, _ := leader(t, s)
+	step(a, s)
 	got := answers(t, seg.last())
 	if len(got) != 30 {
 		t.Fatalf("answering for %d VIPs, want the 30 of pool lan: %v", len(got), got)
@@ -166,24 +226,19 @@ func TestLayer2AnswersEachVIPWithOneEligibleNode(t *testing.T) {
 		t.Errorf("30 VIPs on nodes %v; want them spread over a, b and c (far is off the segment)", perNode)
 	}
 	for node, want := range perNode {
-		if v, err := testutil.GetGaugeMetricValue(l2VIPs.WithLabelValues("eth0", node)); err != nil || int(v) != want {
+		if v, err := testutil.GetGaugeMetricValue(vipsPerNode.WithLabelValues("eth0", node)); err != nil || int(v) != want {
 			t.Errorf("baremetal_l2_vips{interface=eth0,node=%s} = %v (%v), want %d", node, v, err, want)
 		}
 	}
-	// The routed pool's VIP goes to BGP, the layer 2 ones do not.
-	paths := announcedVIPs(c)
-	if len(paths) != 1 || !strings.HasPrefix(paths[0], "10.1.0.") {
-		t.Errorf("BGP paths %v, want the routed pool's VIP only", paths)
-	}
 }
 
-func TestLayer2VIPsOfALeavingNodeMoveAndOnlyThose(t *testing.T) {
-	c, seg, ev := l2Cloud(t, 30)
-	c.net.convergeL2()
+func TestVIPsOfALeavingNodeMoveAndOnlyThose(t *testing.T) {
+	s := newSite(t, l2Config, 30)
+	a, seg, ev := leader(t, s)
+	step(a, s)
 	before := answers(t, seg.last())
-	c.net.nodes = nodeLister(t, kubeletNode("a", "192.168.1.11", true, true), kubeletNode("b", "192.168.1.12", false, true),
-		kubeletNode("c", "192.168.1.13", true, true))
-	c.net.convergeL2()
+	s.nodes = []*v1.Node{node("a", "192.168.1.11", true), node("b", "192.168.1.12", false), node("c", "192.168.1.13", true)}
+	step(a, s)
 	after := answers(t, seg.last())
 	for vip, n := range before {
 		switch {
@@ -194,56 +249,53 @@ func TestLayer2VIPsOfALeavingNodeMoveAndOnlyThose(t *testing.T) {
 		}
 	}
 	// No node at all: said on the Service.
-	c.net.nodes = nodeLister(t, kubeletNode("far", "10.9.0.1", true, true))
-	c.net.convergeL2()
+	s.nodes = []*v1.Node{node("far", "10.9.0.1", true)}
+	step(a, s)
 	if len(seg.last()) != 0 {
 		t.Errorf("answering %v with no node on the segment", seg.last())
 	}
-	if !ev.has("Service web-0 VIPNotAnnounced: address 192.168.1.") {
+	if ev.count("Service web-0 VIPNotAnnounced: address 192.168.1.") != 1 {
 		t.Errorf("no VIPNotAnnounced Event: %v", ev.all)
 	}
-	if v, err := testutil.GetGaugeMetricValue(l2VIPsUnanswered); err != nil || v != 30 {
+	if v, err := testutil.GetGaugeMetricValue(vipsUnanswered); err != nil || v != 30 {
 		t.Errorf("baremetal_l2_vips_unanswered = %v (%v), want 30", v, err)
+	}
+	// The series of nodes that carry nothing any more are gone.
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "baremetal_l2_vips" && len(f.GetMetric()) != 0 {
+			t.Errorf("%d series of baremetal_l2_vips with no VIP answered", len(f.GetMetric()))
+		}
 	}
 }
 
-func TestLayer2LocalPolicyNamesOnlyNodesWithAnEndpoint(t *testing.T) {
-	c, seg, _ := l2Cloud(t, 0)
+func TestLocalPolicyNamesOnlyNodesWithAnEndpoint(t *testing.T) {
+	s := newSite(t, l2Config, 0)
 	for i := range 10 {
-		svc := svcNamed("ns", fmt.Sprintf("local-%d", i))
-		svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
-		ensure(t, c, svc)
+		s.add(fmt.Sprintf("local-%d", i), fmt.Sprintf("192.168.1.%d", 220+i), "lan", map[string]bool{"c": true})
 	}
-	var sl []*discoveryv1.EndpointSlice
-	for i := range 10 {
-		sl = append(sl, endpointSlice(fmt.Sprintf("local-%d", i), map[string]bool{"c": true, "a": false}))
-		sl[i].Name = fmt.Sprintf("local-%d-1", i)
+	a, seg, _ := leader(t, s)
+	step(a, s)
+	got := answers(t, seg.last())
+	if len(got) != 10 {
+		t.Errorf("answering %d VIPs, want 10", len(got))
 	}
-	withSlices(t, c, sl...)
-	c.net.convergeL2()
-	for vip, n := range answers(t, seg.last()) {
+	for vip, n := range got {
 		if n != "c" {
 			t.Errorf("%s answered with %s; only c has a ready endpoint", vip, n)
 		}
 	}
 }
 
-func TestLayer2StandbyNeverAnswers(t *testing.T) {
-	c, seg, _ := l2Cloud(t, 3)
-	c.net.mu.Lock()
-	c.net.leading = false
-	c.net.mu.Unlock()
-	c.net.convergeL2()
-	if len(seg.tables) != 0 {
-		t.Errorf("a standby set tables %v", seg.tables)
-	}
-}
-
 // A node whose machine lists no MAC is asked for on the segment; a node
 // listing several is asked for too, and named by the one seen there.
-func TestLayer2HardwareAddresses(t *testing.T) {
-	c, seg, _ := l2Cloud(t, 30)
-	c.net.convergeL2()
+func TestHardwareAddresses(t *testing.T) {
+	s := newSite(t, l2Config, 30)
+	a, seg, _ := leader(t, s)
+	step(a, s)
 	if !slices.Contains(seg.asked, netip.MustParseAddr("192.168.1.12")) {
 		t.Errorf("b's address was not asked for on the segment: %v", seg.asked)
 	}
@@ -261,17 +313,18 @@ func TestLayer2HardwareAddresses(t *testing.T) {
 // named there: any of them may be on another segment, and its share of
 // the VIPs would be black-holed. Its Node is told, once, naming the
 // machine and the interface; once a MAC is seen it carries VIPs again.
-func TestLayer2NodeWithSeveralMACsNoneSeenIsSkipped(t *testing.T) {
-	c, seg, ev := l2Cloud(t, 30)
-	c.net.convergeL2()
+func TestNodeWithSeveralMACsNoneSeenIsSkipped(t *testing.T) {
+	s := newSite(t, l2Config, 30)
+	a, seg, ev := leader(t, s)
+	step(a, s)
 	if !slices.Contains(answersOf(seg.last()), "02:00:00:00:00:cc") {
 		t.Fatalf("c, seen at its second MAC, carries nothing: %v", seg.last())
 	}
 	seg.mu.Lock()
 	delete(seg.learned, netip.MustParseAddr("192.168.1.13"))
 	seg.mu.Unlock()
-	c.net.convergeL2()
-	c.net.convergeL2()
+	step(a, s)
+	step(a, s)
 	for _, mac := range answersOf(seg.last()) {
 		if mac == "02:00:00:00:00:0c" || mac == "02:00:00:00:00:cc" {
 			t.Fatalf("c, none of whose MACs is seen on eth0, is named: %v", seg.last())
@@ -292,7 +345,7 @@ func TestLayer2NodeWithSeveralMACsNoneSeenIsSkipped(t *testing.T) {
 	seg.mu.Lock()
 	seg.learned[netip.MustParseAddr("192.168.1.13")] = mustMAC("02:00:00:00:00:0c")
 	seg.mu.Unlock()
-	c.net.convergeL2()
+	step(a, s)
 	if !slices.Contains(answersOf(seg.last()), "02:00:00:00:00:0c") {
 		t.Errorf("c, seen again at its first MAC, carries nothing: %v", seg.last())
 	}
@@ -306,114 +359,91 @@ func answersOf(t l2.Table) []string {
 	return out
 }
 
-func TestLayer2VIPOutsideTheSegmentIsSaidAndNotAnswered(t *testing.T) {
-	c, seg, ev := l2Cloud(t, 0)
-	svc := svcNamed("ns", "elsewhere")
-	svc.Annotations = map[string]string{"baremetal.cloudprovider.io/address-pool": "elsewhere"}
-	vip := ensure(t, c, svc)[0]
-	c.net.convergeL2()
-	c.net.convergeL2()
-	if _, ok := seg.last()[netip.MustParseAddr(vip)]; ok {
-		t.Errorf("answering for %s, outside 192.168.1.0/24", vip)
+func TestVIPOutsideTheSegmentIsSaidOnceAndNotAnswered(t *testing.T) {
+	s := newSite(t, l2Config, 0)
+	s.add("elsewhere", "172.16.0.1", "elsewhere", nil)
+	a, seg, ev := leader(t, s)
+	step(a, s)
+	step(a, s)
+	if _, ok := seg.last()[netip.MustParseAddr("172.16.0.1")]; ok {
+		t.Errorf("answering for 172.16.0.1, outside 192.168.1.0/24")
 	}
-	n := 0
-	for _, e := range ev.all {
-		if strings.HasPrefix(e, "Service elsewhere VIPOutsideSegment: address "+vip+" is in no subnet of interface eth0") {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := ev.count("Service elsewhere VIPOutsideSegment: address 172.16.0.1 is in no subnet of interface eth0"); n != 1 {
 		t.Errorf("VIPOutsideSegment said %d times, want once: %v", n, ev.all)
 	}
 }
 
 // An interface that cannot be opened is said once on the Pod and tried
 // again; its VIPs are answered once it opens.
-func TestLayer2InterfaceThatWillNotOpen(t *testing.T) {
-	c, _, ev := l2Cloud(t, 2)
-	c.net.mu.Lock()
-	c.net.segments = map[string]*openedSegment{}
-	c.net.mu.Unlock()
-	openSegment = func(context.Context, string, *network) (segment, error) {
+func TestInterfaceThatWillNotOpen(t *testing.T) {
+	s := newSite(t, l2Config, 2)
+	ev := &events{}
+	a := New(&report.Reporter{Events: ev.add})
+	a.Open = func(context.Context, string, *Announcer) (Segment, error) {
 		return nil, errors.New("opening an ARP socket on eth0 (it needs CAP_NET_RAW): operation not permitted")
 	}
-	c.net.openSegments(context.Background())
-	c.net.mu.Lock()
-	c.net.segmentTried = map[string]time.Time{} // as if 10 s had passed
-	c.net.mu.Unlock()
-	c.net.openSegments(context.Background())
-	n := 0
-	for _, e := range ev.all {
-		if strings.HasPrefix(e, `Pod L2NotStarted: loadBalancer.pools[0].l2.interface "eth0": opening an ARP socket on eth0 (it needs CAP_NET_RAW)`) {
-			n++
-		}
-	}
-	if n != 1 {
+	a.want = s.state()
+	a.openSegments(context.Background())
+	clear(a.tried) // as if 10 s had passed
+	a.openSegments(context.Background())
+	if n := ev.count(`Pod L2NotStarted: loadBalancer.pools[0].l2.interface "eth0": opening an ARP socket on eth0 (it needs CAP_NET_RAW)`); n != 1 {
 		t.Errorf("L2NotStarted said %d times, want once: %v", n, ev.all)
 	}
 	seg := newFakeSegment()
-	openSegment = func(context.Context, string, *network) (segment, error) { return seg, nil }
-	c.net.openSegments(context.Background())
-	if len(c.net.segments) != 0 {
+	a.Open = func(context.Context, string, *Announcer) (Segment, error) { return seg, nil }
+	a.openSegments(context.Background())
+	if len(a.segments) != 0 {
 		t.Error("tried again at once, not after 10 s")
 	}
-	c.net.mu.Lock()
-	c.net.segmentTried = map[string]time.Time{}
-	c.net.mu.Unlock()
-	c.net.openSegments(context.Background())
-	c.net.convergeL2()
+	clear(a.tried)
+	step(a, s)
 	if len(seg.last()) != 2 {
 		t.Errorf("after the interface opened: answering %v, want the 2 VIPs", seg.last())
+	}
+	if a.failed["eth0"] != nil {
+		t.Errorf("the error is kept after the interface opened: %v", a.failed)
 	}
 }
 
 // A VIP whose pool leaves the config is still answered where it was, also
 // when no pool names its interface any more.
-func TestLayer2VIPOfARemovedPoolIsStillAnswered(t *testing.T) {
-	c, seg, _ := l2Cloud(t, 2)
-	c.net.convergeL2()
+func TestVIPOfARemovedPoolIsStillAnswered(t *testing.T) {
+	s := newSite(t, l2Config, 2)
+	a, seg, _ := leader(t, s)
+	step(a, s)
 	text := strings.Replace(l2Config, "  - {name: lan, addresses: [192.168.1.200-192.168.1.250], announce: l2, l2: {interface: eth0}}\n", "", 1)
 	text = strings.Replace(text, "  - {name: elsewhere, addresses: [172.16.0.0/28], autoAssign: false, announce: l2, l2: {interface: eth0}}\n", "", 1)
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.apply(cfg)
-	c.net.openSegments(context.Background())
+	s.cfg = cfg
+	for i := range s.services {
+		if s.services[i].VIPs[0].Pool == "lan" {
+			s.services[i].VIPs[0].Pool = "" // outside every pool now
+		}
+	}
+	step(a, s)
 	if seg.ctx.Err() != nil {
 		t.Fatal("eth0 was closed although two VIPs are answered there")
 	}
-	c.net.mu.Lock()
-	c.net.segments["eth0"].segment = newFakeSegment()
-	c.net.mu.Unlock()
-	seg = c.net.segments["eth0"].segment.(*fakeSegment)
-	c.net.convergeL2()
 	if len(seg.last()) != 2 {
 		t.Errorf("after the pool went: answering %v, want its 2 VIPs still", seg.last())
-	}
-	if paths := announcedVIPs(c); len(paths) != 1 {
-		t.Errorf("BGP paths %v, want only the routed VIP", paths)
 	}
 }
 
 // A new leader's first table already names the nodes it learns: asked at
 // once, they answer within the wait. Without it every VIP would first go
 // to the nodes the inventory gives a MAC, then move.
-func TestLayer2FirstTableWaitsForLearnedNodes(t *testing.T) {
-	c, _, _ := l2Cloud(t, 0)
-	for i := range 30 {
-		ensure(t, c, svcNamed("ns", fmt.Sprintf("web-%d", i)))
-	}
+func TestFirstTableWaitsForLearnedNodes(t *testing.T) {
+	s := newSite(t, l2Config, 30)
+	a := New(&report.Reporter{})
 	seg := newFakeSegment()
 	b := netip.MustParseAddr("192.168.1.12")
 	seg.answering = map[netip.Addr]net.HardwareAddr{b: seg.learned[b]}
 	delete(seg.learned, b)
-	c.net.mu.Lock()
-	c.net.segments = map[string]*openedSegment{}
-	c.net.mu.Unlock()
-	openSegment = func(context.Context, string, *network) (segment, error) { return seg, nil }
-	c.net.openSegments(context.Background())
-	c.net.convergeL2()
+	a.Open = func(context.Context, string, *Announcer) (Segment, error) { return seg, nil }
+	step(a, s)
 	perNode := map[string]int{}
 	for _, n := range answers(t, seg.tables[0]) {
 		perNode[n]++
@@ -423,45 +453,32 @@ func TestLayer2FirstTableWaitsForLearnedNodes(t *testing.T) {
 	}
 }
 
-// What is said of a layer 2 VIP is forgotten with it, whichever pass
-// (BGP's or layer 2's) sees it go first: an address given to a new Service
-// is said again, and nothing is kept for addresses no Service holds.
-func TestLayer2SaidOnceIsForgottenWithTheVIP(t *testing.T) {
-	c, _, ev := l2Cloud(t, 0)
-	offSegment := func(name string, ip string) *v1.Service {
-		svc := svcNamed("ns", name)
-		svc.Annotations = map[string]string{"baremetal.cloudprovider.io/address-pool": "elsewhere"}
-		if ip != "" {
-			svc.Annotations["baremetal.cloudprovider.io/load-balancer-ips"] = ip
-		}
-		return svc
+// What is said of a layer 2 VIP is forgotten with it: an address given to
+// a new Service is said again.
+func TestSaidOnceIsForgottenWithTheVIP(t *testing.T) {
+	s := newSite(t, l2Config, 0)
+	s.add("first", "172.16.0.1", "elsewhere", nil)
+	a, _, ev := leader(t, s)
+	step(a, s)
+	s.services = slices.DeleteFunc(s.services, func(d desired.Service) bool { return d.Name == "first" })
+	step(a, s)
+	if said := a.report.Said("l2"); len(said) != 0 {
+		t.Errorf("%d problems kept for VIPs no Service holds: %v", len(said), said)
 	}
-	first := offSegment("first", "")
-	vip := ensure(t, c, first)[0]
-	c.net.convergeL2()
-	if err := c.EnsureLoadBalancerDeleted(context.Background(), "", first); err != nil {
-		t.Fatal(err)
+	s.add("second", "172.16.0.1", "elsewhere", nil)
+	step(a, s)
+	if n := ev.count("Service first VIPOutsideSegment: address 172.16.0.1 ") + ev.count("Service second VIPOutsideSegment: address 172.16.0.1 "); n != 2 {
+		t.Errorf("VIPOutsideSegment said %d times for 172.16.0.1, held by two Services in turn, want twice: %v", n, ev.all)
 	}
-	// The BGP pass runs first, as it does on every replica.
-	c.net.mu.Lock()
-	c.net.desiredPaths()
-	c.net.mu.Unlock()
-	c.net.convergeL2()
-	c.net.mu.Lock()
-	left := len(c.net.offSegment) + len(c.net.l2Stranded) + len(c.net.vipL2)
-	c.net.mu.Unlock()
-	if left != 0 {
-		t.Errorf("%d entries kept for VIPs no Service holds", left)
-	}
-	ensure(t, c, offSegment("second", vip))
-	c.net.convergeL2()
-	n := 0
-	for _, e := range ev.all {
-		if strings.Contains(e, "VIPOutsideSegment: address "+vip+" ") {
-			n++
-		}
-	}
-	if n != 2 {
-		t.Errorf("VIPOutsideSegment said %d times for %s, held by two Services in turn, want twice: %v", n, vip, ev.all)
+}
+
+// A socket of an interface that closed is not reported down for ever.
+func TestSocketsOfAClosedInterfaceAreForgotten(t *testing.T) {
+	var s sockets
+	s.set("eth1", "arp", true)
+	s.set("eth2", "ndp", true)
+	s.forget("eth1", "arp")
+	if got := s.down(); len(got) != 1 || !got["eth2/ndp"] {
+		t.Errorf("sockets down %v, want eth2/ndp only", got)
 	}
 }

@@ -1,0 +1,255 @@
+package bgpannouncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
+)
+
+// passwordPoll is how often the peers' password files are read again: a
+// mounted Secret is rotated in place of the file, without any edit of the
+// cloud config.
+const passwordPoll = 10 * time.Second
+
+// peerBook is what is known of the peers: those handed to the speaker
+// (inForce, with their passwords), those wanted, and their sessions. Its
+// own lock, as the speaker reports sessions from its goroutine.
+type peerBook struct {
+	set sync.Mutex // one setPeers at a time
+
+	mu          sync.Mutex
+	inForce     map[netip.Addr]bgp.Peer
+	wanted      map[netip.Addr]bool
+	established map[netip.Addr]bool
+}
+
+func newPeerBook() peerBook {
+	return peerBook{inForce: map[netip.Addr]bgp.Peer{}, wanted: map[netip.Addr]bool{}, established: map[netip.Addr]bool{}}
+}
+
+func (b *peerBook) snapshot() (wanted, established map[netip.Addr]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.wanted), maps.Clone(b.established)
+}
+
+// stopped forgets the sessions and the peers in force: the speaker is
+// gone, and the next one starts with none.
+func (b *peerBook) stopped() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clear(b.inForce)
+	clear(b.established)
+}
+
+// setPeers gives the speaker the peers of the config in force, with their
+// password files read now. A session whose password file cannot be read
+// keeps the password it has: deleting the peer would drop every path at
+// the router. Calls are serialised and each reads the config in force
+// inside: a password re-read that started before a reload must not put
+// the old peer set back after the reload's. The metric series of a peer
+// that left are deleted with it.
+func (a *Announcer) setPeers(ctx context.Context) {
+	a.peers.set.Lock()
+	defer a.peers.set.Unlock()
+	a.mu.Lock()
+	speaker, cfg := a.speaker, a.cfg
+	a.mu.Unlock()
+	if speaker == nil {
+		return
+	}
+	a.peers.mu.Lock()
+	inForce := maps.Clone(a.peers.inForce)
+	a.peers.mu.Unlock()
+	want, problems := peersOf(cfg.BGP, inForce)
+	a.report.Report("bgp-peers", peerProblems(problems, cfg, len(want)), nil)
+	// A peer being removed still reports its session going down, after
+	// its series were deleted: only the wanted peers' states count.
+	applied := map[netip.Addr]bgp.Peer{}
+	wanted := map[netip.Addr]bool{}
+	for _, p := range want {
+		applied[p.Address], wanted[p.Address] = p, true
+	}
+	a.peers.mu.Lock()
+	a.peers.wanted = wanted
+	a.peers.mu.Unlock()
+	if err := applyPeers(ctx, speaker, want); err != nil {
+		klog.ErrorS(err, "Configuring BGP peers")
+	}
+	a.peers.mu.Lock()
+	for addr := range inForce {
+		if _, ok := applied[addr]; !ok {
+			forgetPeer(addr)
+			delete(a.peers.established, addr)
+		}
+	}
+	a.peers.inForce = applied
+	a.peers.mu.Unlock()
+}
+
+// applyPeers hands the speaker its peers.
+var applyPeers = func(ctx context.Context, s *bgp.Speaker, peers []bgp.Peer) error { return s.SetPeers(ctx, peers) }
+
+// rereadPasswords applies rotated password files until ctx ends.
+func (a *Announcer) rereadPasswords(ctx context.Context) {
+	t := time.NewTicker(passwordPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.setPeers(ctx)
+		}
+	}
+}
+
+// peerProblems are what is wrong with the peers: those that could not be
+// configured, and pools announced over BGP to no one (every one of their
+// VIPs is allocated and unreachable).
+func peerProblems(problems []error, cfg *config.Config, peers int) []report.Problem {
+	var out []report.Problem
+	if err := errors.Join(problems...); err != nil {
+		out = append(out, report.Problem{Reason: "BGPPeerNotConfigured", Object: report.Self,
+			Log: "BGP peer", LogValues: []any{"err", err}, Message: err.Error()})
+	}
+	lb := &cfg.LoadBalancer
+	pools := 0
+	for i := range lb.Pools {
+		if lb.Pools[i].Announced(lb) == config.AnnounceBGP {
+			pools++
+		}
+	}
+	if peers > 0 {
+		pools = 0
+	}
+	poolsWithoutPeers.Set(float64(pools))
+	if pools > 0 {
+		out = append(out, report.Problem{Reason: "BGPNoPeers", Object: report.Self,
+			Log: "Pools are announced over BGP, but the speaker has no peer; their VIPs reach no router", LogValues: []any{"pools", pools},
+			Message: fmt.Sprintf("%d pools are announced over BGP but the speaker has no peer (bgp.peers is empty, or no peer's password file can be read): their VIPs reach no router", pools)})
+	}
+	return out
+}
+
+// peersOf is the speaker's peers from the bgp section, with their password
+// files read now. A peer whose password file cannot be read is given as it
+// is in inForce (a session keeps its password), or left out if it has none
+// yet; each such peer is a problem.
+func peersOf(b config.BGP, inForce map[netip.Addr]bgp.Peer) ([]bgp.Peer, []error) {
+	var peers []bgp.Peer
+	var problems []error
+	for i, p := range b.Peers {
+		addr, _ := netip.ParseAddr(p.Address)
+		password, err := p.PeerPassword()
+		if err != nil {
+			if old, ok := inForce[addr]; ok {
+				problems = append(problems, fmt.Errorf("bgp.peers[%d].passwordFile: %w; the session with %s keeps the password it has", i, err, addr))
+				peers = append(peers, old)
+			} else {
+				problems = append(problems, fmt.Errorf("bgp.peers[%d].passwordFile: %w; no session with %s until it can be read", i, err, addr))
+			}
+			continue
+		}
+		src, _ := netip.ParseAddr(p.SourceAddress)
+		peers = append(peers, bgp.Peer{
+			Address: addr, Port: p.Port, ASN: p.ASN, Password: password, SourceAddress: src,
+			HoldTime: p.HoldTime.Duration, Keepalive: p.KeepaliveTime.Duration, ConnectRetry: p.ConnectRetryTime.Duration,
+			EBGPMultihopTTL: p.EBGPMultihop,
+			IPv4:            slices.Contains(p.AddressFamilies, config.FamilyIPv4),
+			IPv6:            slices.Contains(p.AddressFamilies, config.FamilyIPv6),
+			GracefulRestart: p.GracefulRestart.On(), RestartTime: p.GracefulRestart.RestartTime.Duration,
+		})
+	}
+	return peers, problems
+}
+
+// peerStateChanged counts a session's state and says, on the Pod, when an
+// established peer takes no ADD-PATH: it gets one next hop per VIP, so all
+// of a VIP's traffic goes to one node.
+func (a *Announcer) peerStateChanged(st bgp.PeerState) {
+	a.peers.mu.Lock()
+	wanted := a.peers.wanted[st.Address]
+	if wanted {
+		a.peers.established[st.Address] = st.Established
+	}
+	a.peers.mu.Unlock()
+	if !wanted {
+		return
+	}
+	v := 0.0
+	if st.Established {
+		v = 1
+	}
+	peer := st.Address.String()
+	peerEstablished.WithLabelValues(peer).Set(v)
+	peerTransitions.WithLabelValues(peer, st.State).Inc()
+	if !st.Established {
+		return
+	}
+	if st.AddPath {
+		peerAddPath.WithLabelValues(peer).Set(1)
+		return
+	}
+	peerAddPath.WithLabelValues(peer).Set(0)
+	a.report.Event(report.Problem{Reason: "BGPPeerWithoutAddPath", Object: report.Self,
+		Log: "BGP peer did not negotiate ADD-PATH receive: it gets one next hop per VIP, not all of them, so no ECMP", LogValues: []any{"peer", peer},
+		Message: fmt.Sprintf("BGP peer %s did not negotiate ADD-PATH receive (RFC 7911): it gets one next hop per VIP, so each VIP's traffic goes to one node; enable receiving additional paths on the router", peer)})
+}
+
+// speakerGlobal is the speaker's own identity and listener, without peers.
+func speakerGlobal(b config.BGP) bgp.Config {
+	cfg := bgp.Config{ASN: b.LocalASN, ListenPort: b.ListenPort, ListenAddresses: b.ListenAddresses}
+	id := b.RouterID
+	if id == "" {
+		id = os.Getenv(EnvPodIP)
+	}
+	cfg.RouterID, _ = netip.ParseAddr(id)
+	if !cfg.RouterID.Is4() && b.RouterID == "" {
+		cfg.RouterID = addressTowards(b.Peers)
+	}
+	return cfg
+}
+
+// addressTowards is the IPv4 address this host speaks to its first IPv4
+// peer from: a replica's own, when the kubelet has not given it POD_IP.
+// That happens on a Node the CCM has yet to initialise (the kubelet knows
+// no address for it), as on the first start of a kubeadm cluster, where
+// the CCM initialises its own Node. Connecting a UDP socket sends nothing;
+// the kernel only picks the route and the source.
+func addressTowards(peers []config.Peer) netip.Addr {
+	for _, p := range peers {
+		if p.SourceAddress != "" {
+			if a, err := netip.ParseAddr(p.SourceAddress); err == nil && a.Is4() {
+				return a
+			}
+		}
+		a, err := netip.ParseAddr(p.Address)
+		if err != nil || !a.Is4() {
+			continue
+		}
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 179)))
+		if err != nil {
+			continue
+		}
+		local := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+		c.Close()
+		if local.Is4() {
+			return local
+		}
+	}
+	return netip.Addr{}
+}

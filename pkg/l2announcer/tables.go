@@ -1,0 +1,136 @@
+package l2announcer
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/desired"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/l2"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
+)
+
+// answer is, for each open segment, its VIPs with the hardware address of
+// the node chosen for each; the problems found; the VIPs per interface and
+// node; and how many layer 2 VIPs are not answered.
+func answer(st *desired.State, segs map[string]Segment) (map[string]l2.Table, []report.Problem, []report.Series, int) {
+	tables := map[string]l2.Table{}
+	subnets := map[string][]netip.Prefix{}
+	for iface, s := range segs {
+		tables[iface] = l2.Table{}
+		subnets[iface] = s.Subnets()
+	}
+	var problems []report.Problem
+	// Each node's MAC on each segment, found once per convergence, not
+	// once per VIP: asking the segment takes its lock.
+	macs := map[string]map[string]net.HardwareAddr{}
+	for iface, seg := range segs {
+		macs[iface] = map[string]net.HardwareAddr{}
+		for _, node := range st.Carrying {
+			mac, ok, unseen := macOn(seg, subnets[iface], node)
+			if ok {
+				macs[iface][node.Name] = mac
+			}
+			if unseen && onSegment(node, subnets[iface]) {
+				problems = append(problems, macNotSeen(iface, node))
+			}
+		}
+	}
+	count := map[[2]string]float64{}
+	unanswered := 0
+	for _, v := range st.Layer2() {
+		if segs[v.Interface] == nil {
+			unanswered++ // said when the interface failed to open
+			continue
+		}
+		if !containedIn(v.Addr, subnets[v.Interface]) {
+			unanswered++
+			problems = append(problems, offSegment(v, subnets[v.Interface]))
+			continue
+		}
+		var names []string
+		for _, node := range v.Carriers {
+			if _, ok := macs[v.Interface][node.Name]; ok {
+				names = append(names, node.Name)
+			}
+		}
+		chosen := l2.Choose(v.Addr, names)
+		if chosen == "" {
+			unanswered++
+			problems = append(problems, unanswerable(v))
+			continue
+		}
+		tables[v.Interface][v.Addr] = macs[v.Interface][chosen]
+		count[[2]string{v.Interface, chosen}]++
+	}
+	series := make([]report.Series, 0, len(count))
+	for k, c := range count {
+		series = append(series, report.Series{Labels: []string{k[0], k[1]}, Value: c})
+	}
+	return tables, problems, series, unanswered
+}
+
+// macOn is the hardware address a node is reached at on a segment: the
+// inventory's when it lists one; when it lists several, the one seen
+// there, and none while none is (any of them may be on another segment:
+// naming it would black-hole the node's VIPs); else the one learned for
+// the node's address in the segment's subnets. unseen is set for a node
+// listing several, none seen.
+func macOn(seg Segment, subnets []netip.Prefix, node *desired.Node) (mac net.HardwareAddr, ok, unseen bool) {
+	if len(node.MACs) == 1 {
+		return node.MACs[0], true, false
+	}
+	var learned net.HardwareAddr
+	for _, ip := range node.IPs {
+		if containedIn(ip, subnets) {
+			if mac, ok := seg.Learned(ip); ok {
+				learned = mac
+				break
+			}
+		}
+	}
+	if len(node.MACs) == 0 {
+		return learned, learned != nil, false
+	}
+	for _, m := range node.MACs {
+		if bytes.Equal(m, learned) {
+			return m, true, false
+		}
+	}
+	return nil, false, true
+}
+
+func onSegment(node *desired.Node, subnets []netip.Prefix) bool {
+	return slices.ContainsFunc(node.IPs, func(ip netip.Addr) bool { return containedIn(ip, subnets) })
+}
+
+func containedIn(ip netip.Addr, prefixes []netip.Prefix) bool {
+	for _, p := range prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func macNotSeen(iface string, node *desired.Node) report.Problem {
+	return report.Problem{Reason: "L2MACNotSeen", Object: report.Node(node.Name), Subject: iface,
+		Log: "Node lists several MACs, none seen on the segment; it carries none of its layer 2 VIPs", LogValues: []any{"interface", iface, "macs", node.MACs},
+		Message:  fmt.Sprintf("none of the macAddresses %v of machine %q answers on interface %s; the node carries none of its layer 2 VIPs until one does (list the one on that segment first, or only it)", node.MACs, node.Machine, iface),
+		Resolved: "Node's MAC seen on the segment again; it carries layer 2 VIPs"}
+}
+
+func offSegment(v desired.VIP, subnets []netip.Prefix) report.Problem {
+	return report.Problem{Reason: "VIPOutsideSegment", Object: report.Service(v.Namespace, v.Name), Subject: v.Addr.String(),
+		Log: "Layer 2 VIP is outside its interface's subnets; it is not answered", LogValues: []any{"address", v.Addr, "interface", v.Interface, "subnets", subnets},
+		Message: fmt.Sprintf("address %s is in no subnet of interface %s (%v) named by its pool's l2.interface; it is not answered there: give the pool addresses of that segment", v.Addr, v.Interface, subnets)}
+}
+
+func unanswerable(v desired.VIP) report.Problem {
+	return report.Problem{Reason: "VIPNotAnnounced", Object: report.Service(v.Namespace, v.Name), Subject: v.Addr.String(),
+		Log: "Layer 2 VIP is not answered: no eligible node with a known hardware address", LogValues: []any{"address", v.Addr},
+		Message:  fmt.Sprintf("address %s is not answered: no Ready, initialised, healthy node that may carry it has an %s address and a known hardware address on the segment (inventory macAddresses, or its address answering there)", v.Addr, desired.FamilyName(v.Addr)),
+		Resolved: "Layer 2 VIP has a node to carry it again"}
+}
