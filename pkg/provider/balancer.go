@@ -114,8 +114,8 @@ func (b *balancer) lead(ctx context.Context) {
 		return
 	}
 	b.mu.Lock()
+	b.leading.Store(true) // first: what the rebuild says goes on the Services
 	b.derive(true)
-	b.leading.Store(true)
 	b.mu.Unlock()
 	close(b.ready)
 	b.health.start(ctx)
@@ -244,7 +244,7 @@ func (b *balancer) input() desired.Input {
 // those seen initialised for the first time. Callers hold b.mu.
 func (b *balancer) judged() desired.Nodes {
 	all, _ := b.cluster.nodes.List(labels.Everything())
-	b.pins.pin(all)
+	b.pins.pin(all, func(n *v1.Node) bool { return desired.Eligible(n) && desired.Ready(n) })
 	b.pins.keep(all)
 	return desired.Judge(all, b.inv, b.pins.pins)
 }
@@ -256,7 +256,7 @@ func (b *balancer) judgedNode(name string) *desired.Node {
 	if err != nil {
 		return nil
 	}
-	b.pins.pin([]*v1.Node{node})
+	b.pins.pin([]*v1.Node{node}, nil)
 	return desired.Judge([]*v1.Node{node}, b.inv, b.pins.pins).ByName[name]
 }
 

@@ -28,11 +28,14 @@ func newPinnedAddresses() pinnedAddresses {
 	return pinnedAddresses{pins: map[string]desired.Pin{}}
 }
 
-// pin records the addresses of the initialised Nodes seen for the first
-// time (or a new Node of a known name).
-func (p pinnedAddresses) pin(nodes []*v1.Node) {
+// pin records the addresses of the initialised Nodes looked at for the
+// first time (or a new Node of a known name): as next hops, those that are
+// Ready and eligible (a kubelet registers its Node NotReady and may report
+// its addresses only then), and any route target. A Node that does not
+// pass looked is not pinned.
+func (p pinnedAddresses) pin(nodes []*v1.Node, looked func(*v1.Node) bool) {
 	for _, node := range nodes {
-		if had, ok := p.pins[node.Name]; (!ok || had.UID != node.UID) && desired.Initialised(node) {
+		if had, ok := p.pins[node.Name]; (!ok || had.UID != node.UID) && desired.Initialised(node) && (looked == nil || looked(node)) {
 			p.pins[node.Name] = desired.Pin{UID: node.UID, Addrs: slices.Clone(node.Status.Addresses)}
 		}
 	}
