@@ -240,3 +240,30 @@ func TestANodeCannotClaimAnotherNodesMachine(t *testing.T) {
 		t.Errorf("the machine's own Node: %v %v", md, err)
 	}
 }
+
+// A kubelet registers its Node NotReady, the CCM initialises it, and only
+// then does the kubelet report Ready with its addresses: those are the
+// addresses pinned, not the empty ones of the moment it was initialised.
+func TestAddressesArePinnedWhenTheNodeIsFirstLookedAt(t *testing.T) {
+	c := newCloud(t, fmt.Sprintf(eligibilityConfig, "allow")+"loadBalancer: {pools: [{name: p, addresses: [10.1.0.0/24]}]}\n")
+	ev := recordEvents(c)
+	registered := kubeletNode("stray", "10.9.9.4", false, true)
+	registered.UID, registered.Status.Addresses = "uid-1", nil
+	withNodes(t, c, registered)
+	c.lb.services["default/svc"] = &lbService{namespace: "default", name: "svc"}
+	if err := c.lb.converge(); err != nil {
+		t.Fatal(err)
+	}
+	ready := kubeletNode("stray", "10.9.9.4", true, true)
+	ready.UID = "uid-1"
+	c.lb.cluster.nodes = nodeLister(t, ready)
+	if err := c.lb.converge(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.lb.last.Carrying) != 1 || c.lb.last.Carrying[0].IPs[0].String() != "10.9.9.4" {
+		t.Errorf("carrying %v, want stray at 10.9.9.4", c.lb.last.Carrying)
+	}
+	if ev.has("Node stray NodeAddressesChanged") {
+		t.Errorf("the addresses the kubelet reported after initialisation were taken for a rewrite: %v", ev.all)
+	}
+}

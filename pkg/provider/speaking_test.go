@@ -209,3 +209,20 @@ func TestRebuildKeepsARefusedShare(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A replica that takes the lead says on the Service what its rebuild
+// found: the Events of a new leader are not a standby's, kept quiet.
+func TestANewLeaderSaysWhatItsRebuildFound(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := newCloud(t, followConfig)
+	ev := recordEvents(c)
+	c.lb.cluster.nodes = nodeLister(t, kubeletNode("a", "10.0.0.1", true, true))
+	withServices(t, c, statusBy(lbWithStatus("holder", t0, "10.1.0.2"), fieldManager), statusBy(lbWithStatus("edited", t0.Add(-time.Hour), "10.1.0.2"), "kubectl-edit"))
+	close(c.lb.cluster.informed)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c.lb.lead(ctx)
+	if !ev.has("Service edited AddressConflict") {
+		t.Errorf("the new leader did not tell the loser: %v", ev.all)
+	}
+}
