@@ -11,6 +11,7 @@ package bgpannouncer
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -148,7 +149,7 @@ func (a *Announcer) start(ctx context.Context, b config.BGP) *bgp.Speaker {
 	if !global.RouterID.Is4() {
 		a.report.Event(report.Problem{Reason: "BGPNotStarted", Object: report.Self,
 			Log: "No BGP router ID: bgp.routerID is not set, POD_IP is not an IPv4 address and no IPv4 peer is reachable; VIPs are allocated but not announced", LogValues: []any{EnvPodIP, os.Getenv(EnvPodIP)},
-			Message: "bgp.routerID is not set, " + EnvPodIP + " (" + quote(os.Getenv(EnvPodIP)) + ") is not an IPv4 address and no IPv4 peer is reachable: set bgp.routerID and restart the CCM"})
+			Message: fmt.Sprintf("bgp.routerID is not set, %s (%q) is not an IPv4 address and no IPv4 peer is reachable: set bgp.routerID and restart the CCM", EnvPodIP, os.Getenv(EnvPodIP))})
 		speakerNotStarted.Set(1)
 		return nil
 	}
@@ -156,7 +157,7 @@ func (a *Announcer) start(ctx context.Context, b config.BGP) *bgp.Speaker {
 	if err != nil {
 		a.report.Event(report.Problem{Reason: "BGPNotStarted", Object: report.Self,
 			Log: "Starting the BGP speaker failed; VIPs are allocated but not announced", LogValues: []any{"err", err},
-			Message: "the BGP speaker did not start (" + err.Error() + "): VIPs are allocated but not announced from this replica until it restarts"})
+			Message: fmt.Sprintf("the BGP speaker did not start (%v): VIPs are allocated but not announced from this replica until it restarts", err)})
 		speakerNotStarted.Set(1)
 		return nil
 	}
@@ -174,8 +175,6 @@ func (a *Announcer) start(ctx context.Context, b config.BGP) *bgp.Speaker {
 	go a.rereadPasswords(ctx)
 	return speaker
 }
-
-func quote(s string) string { return "\"" + s + "\"" }
 
 // Status is what readiness is judged on.
 type Status struct {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -101,7 +102,7 @@ func (nh *nodeHealth) round(r health.Round) {
 		}
 		nh.report.Event(report.Problem{Reason: "HealthCheckFailing", Object: report.Node(ch.Name),
 			Log: "Node fails its health checks; its load-balancer next hops are withdrawn", LogValues: []any{"err", ch.Err},
-			Message: "kube-proxy's health check fails (" + errText(ch.Err) + "); the node's load-balancer next hops are withdrawn until it passes again"})
+			Message: fmt.Sprintf("kube-proxy's health check fails (%v); the node's load-balancer next hops are withdrawn until it passes again", ch.Err)})
 	}
 	held := len(r.Held) > 0
 	switch wasHeld := nh.held.Swap(held); {
@@ -118,11 +119,4 @@ func (nh *nodeHealth) round(r health.Round) {
 	if len(r.Changes) > 0 {
 		nh.changed()
 	}
-}
-
-func errText(err error) string {
-	if err == nil {
-		return "<nil>"
-	}
-	return err.Error()
 }
