@@ -84,7 +84,7 @@ type State struct {
 func Compute(in Input) *State {
 	lb := in.LoadBalancer
 	st := &State{Interfaces: interfaces(lb)}
-	st.Carrying = healthy(in.Nodes.Carriers(), in.Serving)
+	st.Carrying = healthy(in.Nodes.Carriers, in.Serving)
 	st.Routes = routePaths(in.Routes, in.RouteTable, in.Nodes)
 	pools := map[string]*config.Pool{}
 	for i := range lb.Pools {

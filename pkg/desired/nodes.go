@@ -45,20 +45,10 @@ type Pin struct {
 
 // Nodes is every Node judged, by name, with the problems found.
 type Nodes struct {
-	ByName   map[string]*Node
+	ByName map[string]*Node
+	// Carriers are the Nodes that may be next hops, sorted by name.
+	Carriers []*Node
 	Problems []report.Problem
-}
-
-// Carriers are the Nodes that may be next hops, by name.
-func (ns Nodes) Carriers() []*Node {
-	var out []*Node
-	for _, n := range ns.ByName {
-		if n.Carries {
-			out = append(out, n)
-		}
-	}
-	slices.SortFunc(out, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
-	return out
 }
 
 // Judge is what the cloud makes of each Node. The addresses it stands
@@ -75,10 +65,14 @@ func Judge(nodes []*v1.Node, inv *inventory.Inventory, pins map[string]Pin) Node
 	for _, node := range nodes {
 		j, problem := judge(node, inv, pins)
 		out.ByName[node.Name] = j
+		if j.Carries {
+			out.Carriers = append(out.Carriers, j)
+		}
 		if problem != nil {
 			out.Problems = append(out.Problems, *problem)
 		}
 	}
+	slices.SortFunc(out.Carriers, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

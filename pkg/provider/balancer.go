@@ -234,7 +234,7 @@ func (b *balancer) input() desired.Input {
 		Routes:       b.cfg.Routes,
 		Nodes:        nodes,
 		Services:     services,
-		Serving:      b.health.verdicts(checked, nodes.Carriers()),
+		Serving:      b.health.verdicts(checked, nodes.Carriers),
 		RouteTable:   b.routes.table(),
 		Previous:     b.last,
 	}

@@ -87,7 +87,7 @@ func TestNextHopsAreInitialisedNodesAtCloudAddresses(t *testing.T) {
 		withNodes(t, c, append(clusterNodes(), kubeletNode("down", "10.9.9.6", false, true))...)
 		c.lb.mu.Lock()
 		var got []string
-		for _, n := range c.lb.judged().Carriers() {
+		for _, n := range c.lb.judged().Carriers {
 			got = append(got, strings.TrimSpace(n.Name+" "+strings.Trim(fmt.Sprint(n.IPs), "[]")))
 		}
 		c.lb.mu.Unlock()
