@@ -126,9 +126,11 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	stop := make(chan struct{})
 	stream := startStream(vip+":80", stop)
 	rollout := watchRollout(t)
+	ingress := watchIngress(t, ns, "echo-upgrade")
 
 	released := framework.ShippedImage()
 	upgraded := time.Now()
+	t.Logf("helm upgrade started at %s", upgraded.Format("15:04:05.000"))
 	helm("upgrade", "ccm", filepath.Join(framework.RepoRoot(), "dist", "baremetal-cloud-controller-manager-"+strings.TrimPrefix(released[strings.LastIndex(released, ":")+1:], "v")+".tgz"),
 		"--namespace", "kube-system", "--values", values, "--wait", "--timeout", "5m")
 	readyReplicas(t, 2, released)
@@ -137,6 +139,9 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	close(stop)
 	<-stream.done
 	minReady, seen := rollout()
+	if statuses := ingress(); len(statuses) != 1 || statuses[0] != vip {
+		t.Errorf("the Service's status.loadBalancer through the upgrade went through %q; it must stay [%s]", statuses, vip)
+	}
 	ok, failed := stream.counts()
 	t.Logf("through the upgrade: %d connections answered, %d failed; at least %d replica ready at every moment; pods seen: %v", ok, failed, minReady, seen)
 	if failed > 0 || ok == 0 {
@@ -266,6 +271,41 @@ func watchRollout(t *testing.T) func() (minReady int, seen []string) {
 			seen = append(seen, n)
 		}
 		return minReady, seen
+	}
+}
+
+// watchIngress polls the Service's status until the returned function is
+// called, which gives every distinct value of its ingress IPs seen, in
+// order.
+func watchIngress(t *testing.T, ns, name string) func() []string {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan struct{})
+	var seen []string
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			svc, err := lab.Admin.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			var ips []string
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				ips = append(ips, in.IP)
+			}
+			if now := strings.Join(ips, ","); len(seen) == 0 || seen[len(seen)-1] != now {
+				seen = append(seen, now)
+			}
+		}
+	}()
+	return func() []string {
+		close(stop)
+		<-done
+		return seen
 	}
 }
 
