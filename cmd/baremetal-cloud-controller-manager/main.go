@@ -42,6 +42,7 @@ func main() {
 
 	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, wait.NeverStop)
 	command.Use = commandName
+	command.AddCommand(validateCommand())
 	os.Exit(cli.Run(command))
 }
 

@@ -1,0 +1,69 @@
+package config
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestCheckSite(t *testing.T) {
+	const base = `
+inventory:
+  machines:
+  - name: worker-1
+    addresses: [{type: InternalIP, address: 10.0.0.11}]
+loadBalancer:
+  announce: none
+  pools:
+  - name: p
+    addresses: [%s]
+`
+	pfx := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, x := range s {
+			out = append(out, netip.MustParsePrefix(x))
+		}
+		return out
+	}
+	cases := []struct {
+		name, pool string
+		site       Site
+		want       []string // substrings of the error, in any order; none: valid
+	}{
+		{"clear of everything", "10.0.100.0/24", Site{pfx("10.244.0.0/16"), pfx("10.96.0.0/12")}, nil},
+		{"no site given", "10.0.100.0/24", Site{}, nil},
+		{"inside the pod CIDR", "10.244.5.0/24", Site{ClusterCIDRs: pfx("10.244.0.0/16")},
+			[]string{`loadBalancer.pools[0].addresses[0]: "10.244.5.0/24" overlaps the pod CIDR 10.244.0.0/16 (--cluster-cidr)`}},
+		{"a range across the Service CIDR's edge", "10.95.255.250-10.96.0.5", Site{ServiceCIDRs: pfx("10.96.0.0/12")},
+			[]string{`overlaps the Service CIDR 10.96.0.0/12 (--service-cluster-ip-range)`}},
+		{"a node's address", "10.0.0.0/28", Site{},
+			[]string{`loadBalancer.pools[0].addresses[0]: "10.0.0.0/28" holds 10.0.0.11, an address of machine "worker-1"`}},
+		{"other family only", "2001:db8::/120", Site{pfx("10.244.0.0/16"), pfx("10.96.0.0/12")}, nil},
+		{"IPv6 pod CIDR", "fd00:10:244::/120", Site{ClusterCIDRs: pfx("fd00:10:244::/56")}, []string{"overlaps the pod CIDR fd00:10:244::/56"}},
+		{"pod and Service CIDRs overlap", "10.0.100.0/24", Site{pfx("10.0.0.0/8"), pfx("10.96.0.0/12")},
+			[]string{"--cluster-cidr 10.0.0.0/8 overlaps --service-cluster-ip-range 10.96.0.0/12"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(strings.Replace(base, "%s", c.pool, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.CheckSite(c.site)
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want %q, got no error", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
