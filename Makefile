@@ -167,7 +167,7 @@ lint: $(RELEASE_TOOLS)
 	@$(TOOLS_BIN)/helm-docs $(HELM_DOCS_FLAGS) -d | diff -u $(CHART)/README.md - || { echo "$(CHART)/README.md is not what helm-docs makes of values.yaml: run make chart-docs"; exit 1; }
 
 unit:
-	$(GO) test ./pkg/... ./cmd/...
+	$(GO) test ./pkg/... ./cmd/... ./test/docs/
 	cd hack/image && $(GO) test ./...
 
 # Benchmarks (not part of `make test`): make bench BENCHFLAGS="--runs=5 --idle=5m"

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"slices"
 	"sync"
 
 	"k8s.io/component-base/metrics"
@@ -29,12 +30,14 @@ var (
 	registerMetrics sync.Once
 )
 
+// Metrics are every metric of this provider, its announcers' included.
+func Metrics() []metrics.Registerable {
+	own := []metrics.Registerable{configReloads, configValid, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
+	return slices.Concat(own, bgpannouncer.Metrics(), l2announcer.Metrics())
+}
+
 func configLoaded(ok bool) {
-	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(configReloads, configValid, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing, poolAddresses)
-		legacyregistry.MustRegister(bgpannouncer.Metrics()...)
-		legacyregistry.MustRegister(l2announcer.Metrics()...)
-	})
+	registerMetrics.Do(func() { legacyregistry.MustRegister(Metrics()...) })
 	if ok {
 		configReloads.WithLabelValues("success").Inc()
 		configValid.Set(1)

@@ -76,7 +76,7 @@ func TestDashboardAndAlerts(t *testing.T) {
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "operations", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestDashboardAndAlerts(t *testing.T) {
 			continue
 		}
 		if !strings.Contains(string(readme), "**"+p.Title+"**") {
-			t.Errorf("panel %q is not described in the README", p.Title)
+			t.Errorf("panel %q is not described in docs/operations/monitoring.md", p.Title)
 		}
 		for _, target := range p.Targets {
 			queries++
