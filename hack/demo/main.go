@@ -145,7 +145,7 @@ func run() error {
 		return err
 	}
 	printRouter(router)
-	if err := printWarnings(ctx, cluster); err != nil {
+	if err := printWarnings(ctx, cluster, router); err != nil {
 		return err
 	}
 	step("What the CCM logged about it")
@@ -157,6 +157,8 @@ func run() error {
 			}
 		}
 	}
+	step("Next")
+	fmt.Println("  On a cluster of your own: the quick start in README.md, then docs/getting-started.md")
 	return nil
 }
 
@@ -309,18 +311,52 @@ func printRouter(router *framework.GoBGPD) {
 	fmt.Println("  (worker-3 is powered off and stray-1 is in no inventory entry: neither carries the VIP, nor has a route to its pod CIDR)")
 }
 
-func printWarnings(ctx context.Context, c *framework.Cluster) error {
+// printWarnings lists the Warning Events with what is true of each now:
+// the first seconds of a cluster leave Events that resolved themselves (a
+// route asked for before its Node was initialised, a VIP before any node
+// could carry it), which a newcomer would read as failures.
+func printWarnings(ctx context.Context, c *framework.Cluster, router *framework.GoBGPD) error {
 	step("Warnings the CCM left for the cluster owner")
 	list, err := c.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
 	if err != nil {
 		return err
 	}
-	var rows [][]string
+	rib, _ := router.RIB("ipv4")
+	var open, resolved [][]string
 	for _, e := range list.Items {
-		rows = append(rows, []string{e.InvolvedObject.Name, e.Reason, e.Message})
+		row := []string{e.InvolvedObject.Name, e.Reason, e.Message}
+		if now := resolvedSince(ctx, c, rib, e); now != "" {
+			resolved = append(resolved, append(row, now))
+		} else {
+			open = append(open, append(row, "still true"))
+		}
 	}
-	table("OBJECT REASON MESSAGE", rows)
+	table("OBJECT REASON MESSAGE NOW", append(open, resolved...))
+	fmt.Printf("  %d still true (these need the owner), %d resolved by themselves in the first seconds\n", len(open), len(resolved))
 	return nil
+}
+
+// resolvedSince says how a Warning resolved itself, or "" if it did not.
+func resolvedSince(ctx context.Context, c *framework.Cluster, rib map[string][]string, e v1.Event) string {
+	switch e.Reason {
+	case "FailedToCreateRoute":
+		node, err := c.Admin.CoreV1().Nodes().Get(ctx, e.InvolvedObject.Name, metav1.GetOptions{})
+		if err == nil && len(rib[node.Spec.PodCIDR]) > 0 {
+			return "resolved: the route is at the router (the Node was not initialised yet)"
+		}
+	case "VIPNotAnnounced":
+		svc, err := c.Admin.CoreV1().Services(e.InvolvedObject.Namespace).Get(ctx, e.InvolvedObject.Name, metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		for _, ip := range framework.IngressIPs(svc) {
+			if len(rib[ip+"/32"]) == 0 {
+				return ""
+			}
+		}
+		return "resolved: the VIP is at the router (no node could carry it yet)"
+	}
+	return ""
 }
 
 func createPV(ctx context.Context, c *framework.Cluster, name string, src v1.PersistentVolumeSource) error {

@@ -123,6 +123,14 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 		watched = append(watched, node.Spec.PodCIDR)
 	}
 	monitor := framework.MonitorRoutes(t, lab.Router)
+	// The router's neighbour entries too: a client's "no route to host"
+	// with every route in place would be a next hop that stopped answering
+	// ARP.
+	neighbours, err := framework.StartProcess("ip", t.TempDir(), "neigh-monitor", 0, nil, "netns", "exec", lab.Router.Name, "ip", "-ts", "monitor", "neigh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(neighbours.Stop)
 	stop := make(chan struct{})
 	stream := startStream(vip+":80", stop)
 	rollout := watchRollout(t)
@@ -145,7 +153,7 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	ok, failed := stream.counts()
 	t.Logf("through the upgrade: %d connections answered, %d failed; at least %d replica ready at every moment; pods seen: %v", ok, failed, minReady, seen)
 	if failed > 0 || ok == 0 {
-		t.Errorf("a client connecting every 50 ms saw %d failures of %d through the upgrade: %v\nthe router's kernel meanwhile:\n%s", failed, ok+failed, stream.errors, monitor.Logs())
+		t.Errorf("a client connecting every 50 ms saw %d failures of %d through the upgrade: %v\nthe router's kernel meanwhile:\n%s\nits neighbour entries:\n%s", failed, ok+failed, stream.errors, monitor.Logs(), neighbours.Logs())
 	}
 	if minReady < 1 {
 		t.Errorf("the rollout left no ready replica at some moment (pods seen: %v)", seen)
