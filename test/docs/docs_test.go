@@ -196,7 +196,7 @@ func firstColumn(t *testing.T, file, heading string) []string {
 			continue
 		}
 		cell := strings.Split(line, "|")[1]
-		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(cell, -1) {
+		for _, m := range namesRE.FindAllStringSubmatch(cell, -1) {
 			name, _, _ := strings.Cut(m[1], "{")
 			out = append(out, name)
 		}
@@ -268,21 +268,17 @@ func jsonValue(v any) any {
 // and docs/ to its file and, for a Markdown file, its heading.
 func TestEveryLinkOfTheDocsResolves(t *testing.T) {
 	root := framework.RepoRoot()
-	files := []string{filepath.Join(root, "README.md")}
-	filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".md") {
-			files = append(files, path)
-		}
-		return err
-	})
-	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	files, err := framework.DocFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rel, _ := filepath.Rel(root, f)
-		for _, m := range link.FindAllStringSubmatch(outsideCode(string(raw)), -1) {
+		for _, m := range linkRE.FindAllStringSubmatch(outsideCode(string(raw)), -1) {
 			target := m[1]
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
@@ -303,6 +299,12 @@ func TestEveryLinkOfTheDocsResolves(t *testing.T) {
 	}
 }
 
+var (
+	linkRE       = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	inlineCodeRE = regexp.MustCompile("`[^`]*`")
+	namesRE      = regexp.MustCompile("`([^`]+)`")
+)
+
 // outsideCode is text without its fenced blocks and inline code.
 func outsideCode(text string) string {
 	var b strings.Builder
@@ -313,7 +315,7 @@ func outsideCode(text string) string {
 			continue
 		}
 		if !fence {
-			b.WriteString(regexp.MustCompile("`[^`]*`").ReplaceAllString(line, "") + "\n")
+			b.WriteString(inlineCodeRE.ReplaceAllString(line, "") + "\n")
 		}
 	}
 	return b.String()

@@ -17,8 +17,8 @@ type Block struct {
 	Text    string
 }
 
-// MarkdownBlocks is every fenced block of README.md and docs/**.md.
-func MarkdownBlocks() ([]Block, error) {
+// DocFiles are the user's documentation: README.md and docs/**.md.
+func DocFiles() ([]string, error) {
 	root := RepoRoot()
 	files := []string{filepath.Join(root, "README.md")}
 	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
@@ -27,6 +27,12 @@ func MarkdownBlocks() ([]Block, error) {
 		}
 		return err
 	})
+	return files, err
+}
+
+// MarkdownBlocks is every fenced block of DocFiles.
+func MarkdownBlocks() ([]Block, error) {
+	files, err := DocFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +42,7 @@ func MarkdownBlocks() ([]Block, error) {
 		if err != nil {
 			return nil, err
 		}
-		rel, _ := filepath.Rel(root, f)
+		rel, _ := filepath.Rel(RepoRoot(), f)
 		out = append(out, blocksOf(rel, string(raw))...)
 	}
 	return out, nil
