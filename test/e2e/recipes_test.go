@@ -98,15 +98,13 @@ func TestRouterRecipes(t *testing.T) {
 		}
 		t.Cleanup(func() { cluster.Admin.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{}) })
 	}
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "recipe"},
-		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}},
-			IPFamilyPolicy: ptr(v1.IPFamilyPolicyRequireDualStack), IPFamilies: []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}},
-	}
-	if _, err := cluster.Admin.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cluster.Admin.CoreV1().Services("default").Delete(ctx, "recipe", metav1.DeleteOptions{}) })
+	// Deleted by the framework even though the last CCM replica of this
+	// test has stopped: a Service left behind here, dual-stack, would be a
+	// VIP without IPv6 next hops to every later test's CCM.
+	framework.CreateLBService(t, cluster.Admin, "default", "recipe", func(svc *v1.Service) {
+		svc.Spec.IPFamilyPolicy = ptr(v1.IPFamilyPolicyRequireDualStack)
+		svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	})
 
 	// The CCM's config: the page's, and the inventory of this site.
 	bgp, err := framework.MarkdownBlock(recipesPage, "Routers", "yaml")
