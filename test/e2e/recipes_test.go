@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,18 @@ const (
 	recipeRouter6 = "2001:db8::1"
 	recipeCP4     = "10.0.0.10"
 	recipeCP6     = "2001:db8::10"
+	// In the page's block of control-plane hosts, not running the CCM.
+	recipeStranger4 = "10.0.0.11"
+	recipeStranger6 = "2001:db8::11"
+)
+
+// What a stranger in the router's listen range announces, as `ip route`
+// prints the prefixes: none may reach the router's table. The last of each
+// family is inside the filters, and shows that the rest were processed.
+var (
+	strangerRejected = []string{"192.0.2.0/24", "10.0.100.0/24", "10.0.101.1", "10.244.0.0/16", "10.244.9.0/25",
+		"2001:db8:dead::/48", "2001:db8:100::/120", "2001:db8:100::1:1", "fd00:10:244::/56", "fd00:10:244:9::/80"}
+	strangerAccepted = []string{"10.0.100.250", "2001:db8:100::fa"}
 )
 
 type recipeNode struct {
@@ -73,9 +86,11 @@ func TestRouterRecipes(t *testing.T) {
 		return ns
 	}
 	cp := onSubnet("cp1", recipeCP4, recipeCP6)
+	// Another control-plane host, where a stranger speaks BGP.
+	cp2 := onSubnet("cp2", recipeStranger4, recipeStranger6)
 	var nodes []*recipeNode
 	for i := 1; i <= 2; i++ {
-		n := &recipeNode{name: fmt.Sprintf("recipe-n%d", i), ip4: fmt.Sprintf("10.0.0.1%d", i), ip6: fmt.Sprintf("2001:db8::1%d", i),
+		n := &recipeNode{name: fmt.Sprintf("recipe-n%d", i), ip4: fmt.Sprintf("10.0.0.2%d", i), ip6: fmt.Sprintf("2001:db8::2%d", i),
 			pod4: fmt.Sprintf("10.244.%d.0/24", i), pod6: fmt.Sprintf("fd00:10:244:%d::/64", i)}
 		n.ns = onSubnet(fmt.Sprintf("n%d", i), n.ip4, n.ip6)
 		hz, err := n.ns.ServeHealthz(n.ip4 + ":" + healthzPort)
@@ -135,9 +150,9 @@ func TestRouterRecipes(t *testing.T) {
 
 	for _, recipe := range []struct {
 		heading, lang string
-		start         func(t *testing.T, text string) (logs func() string)
+		start         func(t *testing.T, text string) (logs func() string, received func() (v4, v6 int, err error))
 	}{
-		{"FRR", "frr", func(t *testing.T, text string) func() string {
+		{"FRR", "frr", func(t *testing.T, text string) (func() string, func() (int, int, error)) {
 			// FRR's daemons run as user frr, who must reach the directory:
 			// not one under the test's private temporary directory.
 			frrDir, err := os.MkdirTemp("", "recipe-frr-")
@@ -150,18 +165,66 @@ func TestRouterRecipes(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(f.Stop)
-			return f.Logs
+			received := func() (v4, v6 int, err error) {
+				// The CCM's session: FRR's count of what it accepted.
+				count := func(family string) (int, error) {
+					out, err := f.Vtysh("show bgp " + family + " unicast summary json")
+					if err != nil {
+						return 0, err
+					}
+					var sum struct {
+						Peers map[string]struct {
+							PfxRcd int `json:"pfxRcd"`
+						} `json:"peers"`
+					}
+					if err := json.Unmarshal([]byte(out), &sum); err != nil {
+						return 0, fmt.Errorf("%w: %s", err, out)
+					}
+					return sum.Peers[recipeCP4].PfxRcd, nil
+				}
+				if v4, err = count("ipv4"); err != nil {
+					return
+				}
+				v6, err = count("ipv6")
+				return
+			}
+			return f.Logs, received
 		}},
-		{"BIRD", "bird", func(t *testing.T, text string) func() string {
+		{"BIRD", "bird", func(t *testing.T, text string) (func() string, func() (int, int, error)) {
 			b, err := framework.StartBIRD(router, t.TempDir(), text)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(b.Stop)
-			return func() string {
+			logs := func() string {
 				out, _ := b.Birdc("show", "protocols", "all")
 				return b.Logs() + out
 			}
+			received := func() (v4, v6 int, err error) {
+				// The CCM's session, the first to dial in: "Routes: N
+				// imported" of each channel.
+				out, err := b.Birdc("show", "protocols", "all", "ccm1")
+				if err != nil {
+					return 0, 0, err
+				}
+				channel := ""
+				for _, line := range strings.Split(out, "\n") {
+					fields := strings.Fields(line)
+					switch {
+					case len(fields) == 2 && fields[0] == "Channel":
+						channel = fields[1]
+					case len(fields) >= 3 && fields[0] == "Routes:" && fields[2] == "imported,":
+						n, _ := strconv.Atoi(fields[1])
+						if channel == "ipv4" {
+							v4 = n
+						} else if channel == "ipv6" {
+							v6 = n
+						}
+					}
+				}
+				return v4, v6, nil
+			}
+			return logs, received
 		}},
 	} {
 		t.Run(recipe.heading, func(t *testing.T) {
@@ -169,7 +232,7 @@ func TestRouterRecipes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			logs := recipe.start(t, block.Text)
+			logs, received := recipe.start(t, block.Text)
 			ccm := framework.StartReplica(t, framework.CCM{
 				Binary: ccmBinary, Name: "ccm-recipe", Kubeconfig: kubeconfig, CloudConfig: cfg, Netns: cp.Name,
 				Env: []string{"POD_IP=" + recipeCP4},
@@ -215,7 +278,79 @@ func TestRouterRecipes(t *testing.T) {
 			v4, _ := router.IP("-4", "route")
 			v6, _ := router.IP("-6", "route")
 			t.Logf("%s's kernel table:\n%s%s", recipe.heading, v4, v6)
+
+			// The router's limit counts what it keeps from the session: a
+			// route per path (per node for a VIP), as the page says.
+			paths := len(nodes) + len(nodes) // the VIP via every node, a pod CIDR per node
+			framework.Eventually(t, 30*time.Second, recipe.heading+" counts one route per path from the CCM", func() (bool, string) {
+				got4, got6, err := received()
+				return err == nil && got4 == paths && got6 == paths, fmt.Sprintf("IPv4 %d, IPv6 %d, want %d each (%v)", got4, got6, paths, err)
+			})
+
+			strangers(t, router, cp2, nodes[0], logs)
 		})
+	}
+}
+
+// strangers checks the recipe's gates with two other speakers: one on a
+// control-plane address announces prefixes outside the pools and pod CIDRs
+// (none may reach the router's table), one on a node's address tries to open
+// a session (it must not get one).
+func strangers(t *testing.T, router, cp2 *framework.Netns, node *recipeNode, logs func() string) {
+	dir := t.TempDir()
+	router4 := []framework.GoBGPNeighbor{{Address: recipeRouter4, ASN: 64500, Dial: true}}
+	stranger, err := framework.StartGoBGPDIn(cp2, dir, "stranger", recipeStranger4, 64512, router4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stranger.Stop)
+	fromNode, err := framework.StartGoBGPDIn(node.ns, dir, "node-speaker", node.ip4, 64512, router4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fromNode.Stop)
+	framework.Eventually(t, 60*time.Second, "the stranger on a control-plane address has a session", func() (bool, string) {
+		state, err := stranger.NeighborState(recipeRouter4)
+		return state == "established", fmt.Sprint(state, " ", err)
+	})
+	// The accepted prefixes last: TCP keeps the order of the UPDATEs.
+	for _, prefix := range append(append([]string{}, strangerRejected...), strangerAccepted...) {
+		family, hop := "ipv4", recipeStranger4
+		if strings.Contains(prefix, ":") {
+			family, hop = "ipv6", recipeStranger6
+		}
+		if !strings.Contains(prefix, "/") {
+			prefix += map[string]string{"ipv4": "/32", "ipv6": "/128"}[family]
+		}
+		if out, err := stranger.CLI("global", "rib", "-a", family, "add", prefix, "nexthop", hop); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	framework.Eventually(t, 30*time.Second, "the router has the stranger's prefixes inside the pools", func() (bool, string) {
+		v4, _ := router.IP("-4", "route")
+		v6, _ := router.IP("-6", "route")
+		for _, prefix := range strangerAccepted {
+			if routeLines(v4+v6, prefix) == "" {
+				return false, prefix + " missing:\n" + v4 + v6
+			}
+		}
+		return true, ""
+	})
+	v4, _ := router.IP("-4", "route")
+	v6, _ := router.IP("-6", "route")
+	for _, prefix := range strangerRejected {
+		if got := routeLines(v4+v6, prefix); got != "" {
+			t.Errorf("the router took %s from a stranger past the recipe's filters: %s", prefix, got)
+		}
+	}
+	// The node's speaker has been dialling for as long as the stranger's
+	// session took, and more.
+	for range 10 {
+		if state, _ := fromNode.NeighborState(recipeRouter4); state == "established" || state == "openconfirm" {
+			t.Errorf("a speaker on node %s (%s) got a session (%s) from the recipe:\n%s", node.name, node.ip4, state, framework.Tail(logs(), 20))
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

@@ -60,10 +60,13 @@ type GoBGPNeighbor struct {
 	Password string
 	// AddPath makes gobgpd receive every path of a prefix (RFC 7911).
 	AddPath bool
+	// Dial makes gobgpd open the session (to port 179) rather than wait
+	// for the neighbour: a speaker at a router, as a stranger would be.
+	Dial bool
 }
 
-// GoBGPD is a real gobgpd, a passive peer on loopback, for assertions on
-// what it learned.
+// GoBGPD is a real gobgpd, a passive peer on loopback for assertions on
+// what it learned, or a speaker that dials a router.
 type GoBGPD struct {
 	Address string // where it listens
 	Port    int
@@ -115,7 +118,11 @@ func startGoBGPD(ns *Netns, dir, name, address string, port int, asn uint32, nei
 		if n.Password != "" {
 			fmt.Fprintf(&b, "    auth-password = %q\n", n.Password)
 		}
-		fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n")
+		if n.Dial {
+			fmt.Fprintf(&b, "  [neighbors.transport.config]\n    local-address = %q\n", address)
+		} else {
+			fmt.Fprintf(&b, "  [neighbors.transport.config]\n    passive-mode = true\n")
+		}
 		fmt.Fprintf(&b, "  [neighbors.graceful-restart.config]\n    enabled = true\n    helper-only = true\n")
 		for _, fam := range []string{"ipv4-unicast", "ipv6-unicast"} {
 			fmt.Fprintf(&b, "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = %q\n", fam)
