@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,36 +53,11 @@ type recipeNode struct {
 func TestRouterRecipes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	prefix := fmt.Sprintf("rc%d-", os.Getpid()%10000)
-	newNS := func(name string) *framework.Netns {
-		ns, err := framework.NewNetns(prefix + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ns.Delete)
-		return ns
-	}
-	run := func(ns *framework.Netns, args ...string) {
-		t.Helper()
-		if out, err := ns.IP(args...); err != nil {
-			t.Fatalf("ip %v in %s: %v %s", args, ns.Name, err, out)
-		}
-	}
-	router := newNS("router")
-	run(router, "link", "add", "br0", "type", "bridge")
-	run(router, "addr", "add", recipeRouter4+"/24", "dev", "br0")
-	run(router, "-6", "addr", "add", recipeRouter6+"/64", "dev", "br0", "nodad")
-	run(router, "link", "set", "br0", "up")
+	l := newLab(t, "rc")
+	router := l.router("router", recipeRouter4+"/24", recipeRouter6+"/64")
 	// onSubnet is a host on the router's bridge with both addresses.
 	onSubnet := func(name, ip4, ip6 string) *framework.Netns {
-		ns := newNS(name)
-		if err := framework.Veth(router, name, "", ns, "eth0", ""); err != nil {
-			t.Fatal(err)
-		}
-		run(router, "link", "set", name, "master", "br0")
-		run(ns, "addr", "add", ip4+"/24", "dev", "eth0")
-		run(ns, "-6", "addr", "add", ip6+"/64", "dev", "eth0", "nodad")
-		return ns
+		return l.host(router, name, "", ip4+"/24", ip6+"/64")
 	}
 	cp := onSubnet("cp1", recipeCP4, recipeCP6)
 	// Another control-plane host, where a stranger speaks BGP.
@@ -135,36 +109,14 @@ func TestRouterRecipes(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(bgp.Text+inv.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(cluster.AdminConfig.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apiPort, err := cp.ForwardInto(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := cluster.ServiceAccountKubeconfigVia(ctx, "kube-system", "baremetal-cloud-controller-manager", fmt.Sprintf("https://127.0.0.1:%d", apiPort))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := l.kubeconfig(cp)
 
 	for _, recipe := range []struct {
 		heading, lang string
 		start         func(t *testing.T, text string) (logs func() string, received func() (v4, v6 int, err error))
 	}{
 		{"FRR", "frr", func(t *testing.T, text string) (func() string, func() (int, int, error)) {
-			// FRR's daemons run as user frr, who must reach the directory:
-			// not one under the test's private temporary directory.
-			frrDir, err := os.MkdirTemp("", "recipe-frr-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(frrDir) })
-			f, err := framework.StartFRR(router, frrDir, text)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(f.Stop)
+			f := (&lab{t: t, prefix: l.prefix}).frr(router, text)
 			received := func() (v4, v6 int, err error) {
 				// The CCM's session: FRR's count of what it accepted.
 				count := func(family string) (int, error) {
