@@ -50,9 +50,9 @@ type rack struct {
 	tor *framework.Netns
 	// The link between spine and ToR: the spine's address, the ToR's.
 	spineSide, torSide string
-	cp     *framework.Netns
-	cpIP   string
-	nodes  []*node
+	cp                 *framework.Netns
+	cpIP               string
+	nodes              []*node
 }
 
 // TestLeafSpine builds the leaf-spine site of docs/network/topologies.md
