@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"net/netip"
 	"os"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -90,7 +91,7 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	if bm, ok := cloud.(*provider.Cloud); ok {
 		bm.Speak(context.Background(), c.SharedInformers, c.VersionedClient, c.ComponentConfig.Generic.LeaderElection.RenewDeadline.Duration)
 		c.SharedInformers.Start(wait.NeverStop)
-		if err := serveReadiness(readiness.Address, bm.Ready); err != nil {
+		if err := serveReadiness(readiness.Address, bm.Ready, func(vip netip.Addr) any { return bm.Status(vip) }); err != nil {
 			klog.Fatal(err)
 		}
 	}

@@ -1,31 +1,37 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 )
 
-// readinessOptions is where /readyz is served: plain HTTP, for the
-// kubelet's readiness probe. The chart binds it to the node's loopback
-// (host networking), which only the node itself reaches; the secure port's
-// /healthz stays the liveness check.
+// readinessOptions is where /readyz and /status are served: plain HTTP,
+// for the kubelet's readiness probe and for operators. The chart binds it
+// to the node's loopback (host networking), which only the node itself
+// reaches, and `kubectl port-forward` for those the API server lets
+// forward to the Pod; the secure port's /healthz stays the liveness check.
+// (The secure port cannot serve /status to kubectl: the framework builds
+// its handlers, and the API server's pod proxy forwards no identity.)
 type readinessOptions struct {
 	Address string
 }
 
 func (o *readinessOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Address, "readiness-address", o.Address,
-		"host:port to serve /readyz on over plain HTTP: 200 once this replica's table is derived from the cluster, every configured BGP peer has an established session and, on the leader, every layer 2 interface has its sockets open; 503 with the reason before. Empty: not served.")
+		"host:port to serve /readyz and /status on over plain HTTP. /readyz: 200 once this replica's table is derived from the cluster, every configured BGP peer has an established session and, on the leader, every layer 2 interface has its sockets open; 503 with the reason before. /status: where this replica announces each VIP and why not, as JSON (?vip= keeps one). Bind it to loopback. Empty: not served.")
 }
 
-// serveReadiness serves ready's answer at /readyz until the process ends.
-func serveReadiness(addr string, ready func() error) error {
+// serveReadiness serves ready's answer at /readyz and status's at /status
+// until the process ends.
+func serveReadiness(addr string, ready func() error, status func(vip netip.Addr) any) error {
 	if addr == "" {
 		return nil
 	}
@@ -41,12 +47,26 @@ func serveReadiness(addr string, ready func() error) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		var vip netip.Addr
+		if q := r.URL.Query().Get("vip"); q != "" {
+			var err error
+			if vip, err = netip.ParseAddr(q); err != nil {
+				http.Error(w, fmt.Sprintf("vip=%q is not an IP address", q), http.StatusBadRequest)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(status(vip))
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 8 << 10}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.ErrorS(err, "Serving /readyz stopped", "address", addr)
 		}
 	}()
-	klog.InfoS("Serving readiness", "address", "http://"+ln.Addr().String()+"/readyz")
+	klog.InfoS("Serving readiness and status", "address", "http://"+ln.Addr().String(), "paths", []string{"/readyz", "/status"})
 	return nil
 }

@@ -176,11 +176,13 @@ func (a *Announcer) start(ctx context.Context, b config.BGP) *bgp.Speaker {
 	return speaker
 }
 
-// Status is what readiness is judged on.
+// Status is what readiness is judged on, and the status page shows.
 type Status struct {
 	Speaking    bool
 	Peers       []netip.Addr // the peers wanted, sorted
 	Established map[netip.Addr]bool
+	// Sessions are the peers' sessions as last reported.
+	Sessions map[netip.Addr]bgp.PeerState
 }
 
 // Status is the speaker's state now.
@@ -188,9 +190,25 @@ func (a *Announcer) Status() Status {
 	a.mu.Lock()
 	speaking := a.speaker != nil
 	a.mu.Unlock()
-	wanted, established := a.peers.snapshot()
+	wanted, sessions := a.peers.snapshot()
 	peers := slices.SortedFunc(maps.Keys(wanted), netip.Addr.Compare)
-	return Status{Speaking: speaking, Peers: peers, Established: established}
+	established := map[netip.Addr]bool{}
+	for addr, st := range sessions {
+		established[addr] = st.Established
+	}
+	return Status{Speaking: speaking, Peers: peers, Established: established, Sessions: sessions}
+}
+
+// Sent is what the speaker sends peer now, by prefix (see bgp.Speaker.Sent);
+// nil while no speaker runs.
+func (a *Announcer) Sent(peer netip.Addr) (map[netip.Prefix][]netip.Addr, error) {
+	a.mu.Lock()
+	speaker := a.speaker
+	a.mu.Unlock()
+	if speaker == nil {
+		return nil, nil
+	}
+	return speaker.Sent(peer)
 }
 
 // watchAPI returns false when ctx ends, true once the API server has not

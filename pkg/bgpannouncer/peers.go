@@ -30,20 +30,20 @@ const passwordPoll = 10 * time.Second
 type peerBook struct {
 	set sync.Mutex // one setPeers at a time
 
-	mu          sync.Mutex
-	inForce     map[netip.Addr]bgp.Peer
-	wanted      map[netip.Addr]bool
-	established map[netip.Addr]bool
+	mu       sync.Mutex
+	inForce  map[netip.Addr]bgp.Peer
+	wanted   map[netip.Addr]bool
+	sessions map[netip.Addr]bgp.PeerState // as last reported
 }
 
 func newPeerBook() peerBook {
-	return peerBook{inForce: map[netip.Addr]bgp.Peer{}, wanted: map[netip.Addr]bool{}, established: map[netip.Addr]bool{}}
+	return peerBook{inForce: map[netip.Addr]bgp.Peer{}, wanted: map[netip.Addr]bool{}, sessions: map[netip.Addr]bgp.PeerState{}}
 }
 
-func (b *peerBook) snapshot() (wanted, established map[netip.Addr]bool) {
+func (b *peerBook) snapshot() (wanted map[netip.Addr]bool, sessions map[netip.Addr]bgp.PeerState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return maps.Clone(b.wanted), maps.Clone(b.established)
+	return maps.Clone(b.wanted), maps.Clone(b.sessions)
 }
 
 // stopped forgets the sessions and the peers in force: the speaker is
@@ -52,7 +52,7 @@ func (b *peerBook) stopped() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	clear(b.inForce)
-	clear(b.established)
+	clear(b.sessions)
 }
 
 // setPeers gives the speaker the peers of the config in force, with their
@@ -93,7 +93,7 @@ func (a *Announcer) setPeers(ctx context.Context) {
 	for addr := range inForce {
 		if _, ok := applied[addr]; !ok {
 			forgetPeer(addr)
-			delete(a.peers.established, addr)
+			delete(a.peers.sessions, addr)
 		}
 	}
 	a.peers.inForce = applied
@@ -184,7 +184,7 @@ func (a *Announcer) peerStateChanged(st bgp.PeerState) {
 	a.peers.mu.Lock()
 	wanted := a.peers.wanted[st.Address]
 	if wanted {
-		a.peers.established[st.Address] = st.Established
+		a.peers.sessions[st.Address] = st
 	}
 	a.peers.mu.Unlock()
 	if !wanted {

@@ -15,6 +15,7 @@ package l2announcer
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -64,6 +65,7 @@ type Announcer struct {
 	failed   map[string]error     // why each would not open
 	sockets  sockets
 	vips     report.Gauges
+	answered map[netip.Addr]Answer // by the last convergence
 }
 
 type opened struct {
@@ -114,6 +116,7 @@ func (a *Announcer) Run(ctx context.Context) {
 			}
 			clear(a.segments)
 			a.running = false
+			a.answered = nil
 			a.mu.Unlock()
 			return
 		case <-a.kick:
@@ -148,6 +151,17 @@ func (a *Announcer) Status() Status {
 	}
 	slices.Sort(st.Interfaces)
 	return st
+}
+
+// Answered is who answers for each layer 2 VIP since the last convergence;
+// nil while not running.
+func (a *Announcer) Answered() map[netip.Addr]Answer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.running {
+		return nil
+	}
+	return maps.Clone(a.answered)
 }
 
 // openSegments opens the interfaces the state names that are not open,
@@ -249,17 +263,20 @@ func (a *Announcer) converge() {
 		segs[iface] = s.Segment
 	}
 	a.mu.Unlock()
-	tables, problems, series, unanswered := answer(st, segs)
-	a.report.Report("l2", problems, func(p report.Problem) bool {
+	ans := answer(st, segs)
+	a.mu.Lock()
+	a.answered = ans.chosen
+	a.mu.Unlock()
+	a.report.Report("l2", ans.problems, func(p report.Problem) bool {
 		if p.Object.Kind != "Service" {
 			return true
 		}
 		vip, err := netip.ParseAddr(p.Subject)
 		return err == nil && st.Holds(vip)
 	})
-	a.vips.Set(series)
-	vipsUnanswered.Set(float64(unanswered))
+	a.vips.Set(ans.series)
+	vipsUnanswered.Set(float64(ans.unanswered))
 	for iface, s := range segs {
-		s.Set(tables[iface])
+		s.Set(ans.tables[iface])
 	}
 }

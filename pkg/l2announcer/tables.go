@@ -12,11 +12,27 @@ import (
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
 
-// answer is, for each open segment, its VIPs with the hardware address of
-// the node chosen for each; the problems found; the VIPs per interface and
-// node; and how many layer 2 VIPs are not answered.
-func answer(st *desired.State, segs map[string]Segment) (map[string]l2.Table, []report.Problem, []report.Series, int) {
+// Answer is who answers for a layer 2 VIP.
+type Answer struct {
+	Interface, Node string
+	MAC             net.HardwareAddr
+}
+
+// convergence is one round over the segments: for each open segment, its
+// VIPs with the hardware address of the node chosen for each (and that
+// choice by VIP); the problems found; the VIPs per interface and node; and
+// how many layer 2 VIPs are not answered.
+type convergence struct {
+	tables     map[string]l2.Table
+	chosen     map[netip.Addr]Answer
+	problems   []report.Problem
+	series     []report.Series
+	unanswered int
+}
+
+func answer(st *desired.State, segs map[string]Segment) convergence {
 	tables := map[string]l2.Table{}
+	chosenBy := map[netip.Addr]Answer{}
 	subnets := map[string][]netip.Prefix{}
 	for iface, s := range segs {
 		tables[iface] = l2.Table{}
@@ -63,13 +79,14 @@ func answer(st *desired.State, segs map[string]Segment) (map[string]l2.Table, []
 			continue
 		}
 		tables[v.Interface][v.Addr] = macs[v.Interface][chosen]
+		chosenBy[v.Addr] = Answer{Interface: v.Interface, Node: chosen, MAC: macs[v.Interface][chosen]}
 		count[[2]string{v.Interface, chosen}]++
 	}
 	series := make([]report.Series, 0, len(count))
 	for k, c := range count {
 		series = append(series, report.Series{Labels: []string{k[0], k[1]}, Value: c})
 	}
-	return tables, problems, series, unanswered
+	return convergence{tables: tables, chosen: chosenBy, problems: problems, series: series, unanswered: unanswered}
 }
 
 // macOn is the hardware address a node is reached at on a segment: the

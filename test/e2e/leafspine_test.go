@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/provider"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
@@ -126,8 +128,9 @@ func TestLeafSpine(t *testing.T) {
 	for r, rk := range racks {
 		replicas = append(replicas, framework.StartReplica(t, framework.CCM{
 			Binary: ccmBinary, Name: fmt.Sprintf("ccm-rack%d", r+1), Kubeconfig: l.kubeconfig(rk.cp), CloudConfig: cfgFile, Netns: rk.cp.Name,
-			Env:  []string{"POD_IP=" + rk.cpIP},
-			Args: []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s"},
+			Env: []string{"POD_IP=" + rk.cpIP},
+			Args: []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s",
+				"--readiness-address=127.0.0.1:" + statusPort},
 		}))
 		if r == 0 {
 			framework.WaitLeader(t, replicas[0])
@@ -226,6 +229,40 @@ func TestLeafSpine(t *testing.T) {
 	})
 	connect("a client behind the spine", all)
 
+	// The status page of each replica says the same: the VIP's Service, the
+	// four nodes, and both ToRs sent every node's path over sessions that
+	// took ADD-PATH; the pod-CIDR routes.
+	var names, ips []string
+	for _, n := range all {
+		names, ips = append(names, n.name), append(ips, n.ip)
+	}
+	wantRouters := []provider.RouterPaths{{Router: "10.0.255.1", NextHops: ips}, {Router: "10.0.255.2", NextHops: ips}}
+	for _, rk := range racks {
+		framework.Eventually(t, 60*time.Second, "the status page of the replica in "+rk.cp.Name, func() (bool, string) {
+			st := status(t, rk.cp, vip)
+			if len(st.VIPs) != 1 {
+				return false, fmt.Sprintf("%+v", st)
+			}
+			v := st.VIPs[0]
+			if v.Service != "default/leafspine" || v.Announce != "bgp" || !slices.Equal(v.Nodes, names) || !slices.Equal(v.NextHops, ips) ||
+				!reflect.DeepEqual(v.Routers, wantRouters) || len(v.Problems) > 0 {
+				return false, fmt.Sprintf("%+v, want Service default/leafspine, nodes %v, both routers sent %v, no problem", v, names, ips)
+			}
+			for _, r := range st.Routers {
+				if r.State != "established" || !r.AddPath || r.Prefixes != 1+len(all) || r.Error != "" {
+					return false, fmt.Sprintf("router %+v, want established, with ADD-PATH, sent the VIP and %d pod CIDRs", r, len(all))
+				}
+			}
+			if len(st.Routers) != 2 || st.Replica.Ready != "ok" {
+				return false, fmt.Sprintf("%d routers, ready %q; want 2, ok", len(st.Routers), st.Replica.Ready)
+			}
+			if st := status(t, rk.cp, ""); len(st.Routes) != len(all) || len(st.VIPs) != 1 {
+				return false, fmt.Sprintf("without ?vip=: %d VIPs, routes %+v, want 1 and %d", len(st.VIPs), st.Routes, len(all))
+			}
+			return true, ""
+		})
+	}
+
 	// A node of rack 1 stops answering its health checks: it leaves its
 	// ToR's route, the VIP keeps answering from the three others.
 	dead := racks[0].nodes[0]
@@ -238,11 +275,48 @@ func TestLeafSpine(t *testing.T) {
 	racks[0].nodes[1].stopHealthz()
 	carrying("rack 1 without a healthy node: the spine routes the VIP to rack 2 only", map[*rack][]*node{racks[1]: racks[1].nodes})
 	connect("with rack 1 down", racks[1].nodes)
+
+	// Every node NotReady: the status page says why the VIP is announced
+	// nowhere.
+	for _, n := range all {
+		framework.SetNodeStatus(ctx, cluster.Admin, n.name, false, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
+	}
+	framework.Eventually(t, 60*time.Second, "the status page says the VIP is not announced, and why", func() (bool, string) {
+		st := status(t, racks[0].cp, vip)
+		if len(st.VIPs) != 1 {
+			return false, fmt.Sprintf("%+v", st)
+		}
+		v := st.VIPs[0]
+		for _, r := range v.Routers {
+			if len(r.NextHops) > 0 {
+				return false, fmt.Sprintf("%+v", v)
+			}
+		}
+		return len(v.Problems) == 1 && strings.HasPrefix(v.Problems[0], "VIPNotAnnounced: "), fmt.Sprintf("%+v", v)
+	})
 	for _, r := range replicas {
 		if line := r.LogLine("BGP session state changed"); line == "" {
 			t.Errorf("%s logged no BGP session", r.Name)
 		}
 	}
+}
+
+// statusPort is where the replicas serve /readyz and /status, on their
+// host's loopback.
+const statusPort = "10263"
+
+// status is the status page of the replica on host, for vip ("": all).
+func status(t *testing.T, host *framework.Netns, vip string) provider.Status {
+	t.Helper()
+	var st provider.Status
+	url := "http://127.0.0.1:" + statusPort + "/status"
+	if vip != "" {
+		url += "?vip=" + vip
+	}
+	if err := host.GetJSON(url, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // vias is the sorted next hops of one route as `ip route` prints it.

@@ -1,6 +1,8 @@
 package framework
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -180,4 +182,30 @@ func (n *Netns) ServeHealthz(addr string) (*http.Server, error) {
 	})}
 	go s.Serve(l)
 	return s, nil
+}
+
+// GetJSON decodes the JSON answer to a GET of url, made from inside the
+// namespace.
+func (n *Netns) GetJSON(url string, v any) error {
+	client := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			return n.Dial(network, addr, 5*time.Second)
+		},
+	}}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s: %w: %s", url, err, body)
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/provider"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
@@ -144,6 +145,21 @@ func TestLayer2(t *testing.T) {
 		t.Logf("%d VIPs (%d IPv4 by ARP, %d IPv6 by NDP) on nodes %v", 2**services, *services, *services, perNode)
 		if len(perNode) < 2 {
 			t.Errorf("every VIP on %v; want them spread over the nodes", perNode)
+		}
+		// The leader's status page names, for each VIP, the node the
+		// client found answering, with its MAC.
+		var st provider.Status
+		if err := seg.hosts[0].ns.GetJSON("http://127.0.0.1:"+statusPort+"/status", &st); err != nil {
+			t.Fatal(err)
+		}
+		said := map[string]*provider.L2Answer{}
+		for _, v := range st.VIPs {
+			said[v.Address] = v.AnsweredBy
+		}
+		for vip, name := range placed {
+			if a := said[vip]; a == nil || a.Node != name || a.MAC != seg.nodeNamed(name).mac || a.Interface != "eth0" {
+				t.Errorf("the status page says %s is answered by %+v; the client found %s (%s) on eth0", vip, a, name, seg.nodeNamed(name).mac)
+			}
 		}
 	})
 

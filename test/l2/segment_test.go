@@ -302,8 +302,12 @@ func (s *segment) startCCM(c *framework.Cluster, binary string, h *host, name st
 		}
 	}
 	return framework.CCM{Binary: binary, Name: name, Kubeconfig: h.kubeconfig, CloudConfig: cfg, Netns: h.ns.Name,
-		Env: []string{"POD_IP=" + h.ip4}}, nil
+		Env: []string{"POD_IP=" + h.ip4}, Args: []string{"--readiness-address=127.0.0.1:" + statusPort}}, nil
 }
+
+// statusPort is where replicas serve /readyz and /status, on their host's
+// loopback.
+const statusPort = "10263"
 
 // spoofARP sends, from st for d, frames that say ip is at mac: gratuitous
 // ARP requests to the whole segment and ARP replies to each of to (MACs),
