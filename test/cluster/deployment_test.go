@@ -124,6 +124,8 @@ func TestCCMAsADeployment(t *testing.T) {
 		}
 	})
 
+	t.Run("the status page through kubectl port-forward, as troubleshooting shows", func(t *testing.T) { statusPage(t, ns) })
+
 	t.Run("externalTrafficPolicy Local: only nodes with a pod, the client's address kept", func(t *testing.T) {
 		// One pod, on one worker.
 		scale(t, ns, "echo", 1)
