@@ -25,8 +25,8 @@ import (
 )
 
 // cloudConfigKeys are the top-level keys of a cloud config; a YAML block
-// of the docs with no other key is one (or a part of one) and must
-// validate on its own.
+// of the docs with one of them is one (or a part of one) and must validate
+// on its own.
 var cloudConfigKeys = []string{"inventory", "loadBalancer", "bgp", "routes"}
 
 func TestEveryCloudConfigOfTheDocsValidates(t *testing.T) {
@@ -74,12 +74,14 @@ func isCloudConfig(text string) bool {
 	if yaml.Unmarshal([]byte(text), &top) != nil || len(top) == 0 {
 		return false
 	}
+	// One key of a cloud config makes it one: a misspelt other key must
+	// fail its validation, not hide the block from it.
 	for k := range top {
-		if !slices.Contains(cloudConfigKeys, k) {
-			return false
+		if slices.Contains(cloudConfigKeys, k) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // TestEveryEventReasonIsDocumented compares the reasons the code records
