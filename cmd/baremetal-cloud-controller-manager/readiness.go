@@ -26,7 +26,7 @@ type readinessOptions struct {
 
 func (o *readinessOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Address, "readiness-address", o.Address,
-		"host:port to serve /readyz and /status on over plain HTTP. /readyz: 200 once this replica's table is derived from the cluster, every configured BGP peer has an established session and, on the leader, every layer 2 interface has its sockets open; 503 with the reason before. /status: where this replica announces each VIP and why not, as JSON (?vip= keeps one). Bind it to loopback. Empty: not served.")
+		"host:port to serve /readyz and /status on over plain HTTP. /readyz: 200 once this replica's table is derived from the cluster, every configured BGP peer has an established session and every layer 2 interface has its sockets open; 503 with the reason before. /status: where this replica announces each VIP and why not, as JSON (?vip= keeps one). Bind it to loopback. Empty: not served.")
 }
 
 // serveReadiness serves ready's answer at /readyz and status's at /status

@@ -53,8 +53,8 @@ var burstGap = time.Second
 var reopenMin, reopenMax = 100 * time.Millisecond, 5 * time.Second
 
 // Responder answers for the VIPs of its table on one interface. It needs
-// CAP_NET_RAW. Only the leader runs one: two responders on a segment would
-// answer the same question differently while their tables differ.
+// CAP_NET_RAW. Several may run on a segment (a replica each): they answer
+// alike as long as their tables are alike.
 type Responder struct {
 	name string
 	ifi  *net.Interface
@@ -449,8 +449,8 @@ func (r *Responder) readNDP() {
 // waiting reopenMin, then twice as long each try up to reopenMax, until it
 // opens or the responder closes. An interface that went down and up (a
 // link bounce, netplan apply, a driver reset) ends reads with ENETDOWN
-// once; a socket left closed would answer nothing until the leader
-// changed. It reports false once the responder is closed.
+// once; a socket left closed would answer nothing until the process
+// restarted. It reports false once the responder is closed.
 func (r *Responder) reopen(protocol string, err error) bool {
 	if err != nil {
 		klog.ErrorS(err, "Reading from the interface failed; opening it again", "interface", r.name, "protocol", protocol)

@@ -1,6 +1,7 @@
 // Package l2announcer answers ARP and Neighbor Solicitations for the
-// desired state's layer 2 VIPs, on the segment the leader shares with the
-// nodes and the clients. It owns the segments (an l2.Responder each), the
+// desired state's layer 2 VIPs, on the segment the replica's host shares
+// with the nodes and the clients (every replica answers, see
+// provider.balancer.converge). It owns the segments (an l2.Responder each), the
 // hardware addresses they learn, and the tables they answer from: for each
 // VIP one node, chosen by rendezvous hashing among the VIP's carriers whose
 // hardware address is known there, so VIPs spread over the nodes and only
@@ -43,12 +44,12 @@ const Retry = 10 * time.Second
 // settle is the least time between two convergences of the tables.
 const settle = 100 * time.Millisecond
 
-// learnWait bounds how long a new leader waits for the nodes' hardware
-// addresses before its first answers; one that answers later is a
-// candidate from then on.
+// learnWait bounds how long a replica whose segment opens waits for the
+// nodes' hardware addresses before its first answers; one that answers
+// later is a candidate from then on. Until then the other replicas answer.
 const learnWait = time.Second
 
-// Announcer answers for layer 2 VIPs while Run runs (on the leader).
+// Announcer answers for layer 2 VIPs while Run runs.
 type Announcer struct {
 	report *report.Reporter
 	// Open starts answering on an interface until ctx ends (a seam for
@@ -65,6 +66,7 @@ type Announcer struct {
 	failed   map[string]error     // why each would not open
 	sockets  sockets
 	vips     report.Gauges
+	notOpen  report.Gauges
 	answered map[netip.Addr]Answer // by the last convergence
 }
 
@@ -76,7 +78,8 @@ type opened struct {
 // New is an announcer reporting to r.
 func New(r *report.Reporter) *Announcer {
 	return &Announcer{report: r, kick: make(chan struct{}, 1), segments: map[string]*opened{},
-		tried: map[string]time.Time{}, failed: map[string]error{}, vips: report.Gauges{Vec: vipsPerNode}}
+		tried: map[string]time.Time{}, failed: map[string]error{}, vips: report.Gauges{Vec: vipsPerNode},
+		notOpen: report.Gauges{Vec: interfaceNotOpen}}
 }
 
 // Apply makes st the state answered from.
@@ -219,8 +222,9 @@ func (a *Announcer) openSegments(ctx context.Context) {
 
 // learnFirst asks newly opened segments for the hardware addresses of the
 // nodes that carry traffic, and waits for them up to learnWait, so that a
-// new leader's first table already spreads the VIPs: without it they would
-// all go to the nodes the inventory gives a MAC, then move.
+// starting replica's first table is the one the others answer from:
+// without it its VIPs would all go to the nodes the inventory gives a MAC,
+// and clients would hear two stories until it learned the rest.
 func (a *Announcer) learnFirst(segs []Segment) {
 	if len(segs) == 0 {
 		return

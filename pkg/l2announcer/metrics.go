@@ -6,13 +6,13 @@ var (
 	vipsPerNode = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_l2",
 		Name:           "vips",
-		Help:           "Layer 2 VIPs the leader answers for, by interface and the node it names.",
+		Help:           "Layer 2 VIPs this replica answers for, by interface and the node it names.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"interface", "node"})
 	vipsUnanswered = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_l2",
 		Name:           "vips_unanswered",
-		Help:           "Layer 2 VIPs in Service status the leader does not answer for: no node can carry them, their interface is not open, or they are outside its subnets.",
+		Help:           "Layer 2 VIPs in Service status this replica does not answer for: no node can carry them, their interface is not open, or they are outside its subnets.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	replies = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -24,7 +24,7 @@ var (
 	announcements = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "baremetal_l2",
 		Name:           "announcements_total",
-		Help:           "Gratuitous ARPs and unsolicited Neighbor Advertisements sent when a VIP's node changed or a leader started, by protocol.",
+		Help:           "Gratuitous ARPs and unsolicited Neighbor Advertisements sent when a VIP's node changed or a segment opened, by protocol.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"protocol"})
 	socketErrors = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -39,6 +39,12 @@ var (
 		Help:           "1 while an interface's ARP or NDP socket failed and is not open again (its layer 2 VIPs of that family are not answered), else 0.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"interface", "protocol"})
+	interfaceNotOpen = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_l2",
+		Name:           "interface_not_open",
+		Help:           "1 for each interface a layer 2 pool names that this replica could not open (missing, no CAP_NET_RAW); tried again every 10s. No series while every interface is open.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"interface"})
 	learningConflicts = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "baremetal_l2",
 		Name:           "learning_conflicts_total",
@@ -49,5 +55,5 @@ var (
 
 // Metrics are the announcer's metrics, for the caller to register.
 func Metrics() []metrics.Registerable {
-	return []metrics.Registerable{vipsPerNode, vipsUnanswered, replies, announcements, socketErrors, socketDown, learningConflicts}
+	return []metrics.Registerable{vipsPerNode, vipsUnanswered, replies, announcements, socketErrors, socketDown, interfaceNotOpen, learningConflicts}
 }

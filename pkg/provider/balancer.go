@@ -92,7 +92,10 @@ func (b *balancer) waitReady(ctx context.Context) error {
 
 // run follows the cluster and announces until ctx ends; every replica runs
 // it at start. The first table is computed before the speaker starts, so
-// that it opens no session without it.
+// that it opens no session without it, and before the layer 2 segments
+// open, so that they answer from it. Layer 2 goes on through an API-server
+// outage, from the last table and the health checks: a segment has no
+// graceful restart to lean on, as routers have for BGP.
 func (b *balancer) run(ctx context.Context, reachable func(context.Context) error, apiLoss time.Duration) {
 	if !b.cluster.waitSynced(ctx) {
 		return
@@ -102,13 +105,15 @@ func (b *balancer) run(ctx context.Context, reachable func(context.Context) erro
 		klog.ErrorS(err, "Computing the first table")
 	}
 	go b.loop(ctx)
+	go b.l2.Run(ctx)
 	b.bgp.Run(ctx, reachable, apiLoss)
 }
 
 // lead makes this replica the one that allocates: the allocations are
 // derived from the Services' status once more, then kept by the load
-// balancer calls. Its speaker, running since the process started, goes on
-// with its sessions: a failover opens none. It alone answers on layer 2.
+// balancer calls. Its speaker and its layer 2 segments, running since the
+// process started, go on: a failover opens no session and leaves no
+// question unanswered.
 func (b *balancer) lead(ctx context.Context) {
 	if !b.cluster.waitSynced(ctx) {
 		return
@@ -119,7 +124,6 @@ func (b *balancer) lead(ctx context.Context) {
 	b.mu.Unlock()
 	close(b.ready)
 	b.health.start(ctx)
-	go b.l2.Run(ctx)
 	b.announce()
 }
 
@@ -184,20 +188,21 @@ func (b *balancer) loop(ctx context.Context) {
 	}
 }
 
-// converge computes the desired state and hands it to the announcers:
-// every replica's speaker, the leader's layer 2 answers. A standby never
-// answers on layer 2: its table could differ from the leader's while the
-// Services' status catches up, and clients would hear two stories.
+// converge computes the desired state and hands it to the announcers.
+// Every replica answers on layer 2 as every replica speaks BGP: each
+// answer names the node a VIP is placed on (by rendezvous of the VIP and
+// the nodes that may carry it), not the replica, so replicas that see the
+// same cluster give the same answer, and a replica's death leaves the
+// others answering. Their answers differ only while their views do (a
+// Service's status, a health verdict on its way), for one convergence.
 func (b *balancer) converge() error {
-	st, leading := b.compute()
+	st, _ := b.compute()
 	b.report.Report("desired", st.Problems, func(p report.Problem) bool {
 		vip, err := netip.ParseAddr(p.Subject)
 		return err != nil || st.Holds(vip)
 	})
 	vipsWithoutNextHops.Set(float64(st.Unannounced()))
-	if leading {
-		b.l2.Apply(st)
-	}
+	b.l2.Apply(st)
 	return b.bgp.Apply(st.BGPPaths())
 }
 

@@ -15,7 +15,7 @@ import (
 // means its table is derived from the cluster and, where BGP is in use,
 // every configured peer has an established session (the speaker holds the
 // whole table before any session opens, so an established peer has it);
-// on the leader, every interface of a layer 2 pool has its sockets open.
+// every interface of a layer 2 pool has its sockets open.
 
 // readyState is what readiness is judged on, read under one lock.
 type readyState struct {
@@ -24,7 +24,7 @@ type readyState struct {
 	speaking    bool // the speaker runs (not during an API-server outage)
 	peers       []netip.Addr
 	established map[netip.Addr]bool
-	l2          []string // the interfaces the leader answers on
+	l2          []string // the interfaces answered on
 	open        map[string]bool
 	socketDown  map[string]bool // by "interface/protocol"
 }

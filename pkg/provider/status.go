@@ -21,7 +21,7 @@ type Status struct {
 
 // ReplicaStatus is the replica itself.
 type ReplicaStatus struct {
-	// Leading: this replica allocates and answers layer 2.
+	// Leading: this replica allocates the Services' addresses.
 	Leading bool `json:"leading"`
 	// Ready is "ok", or why the replica is not ready.
 	Ready string `json:"ready"`
@@ -38,8 +38,8 @@ type VIPStatus struct {
 	NextHops []string `json:"nextHops"`
 	// Routers are the next hops each router is sent now (BGP).
 	Routers []RouterPaths `json:"routers,omitempty"`
-	// AnsweredBy is the node answering ARP or NDP for it (layer 2, on the
-	// leader).
+	// AnsweredBy is the node this replica names in its ARP and NDP
+	// answers for it (layer 2).
 	AnsweredBy *L2Answer `json:"answeredBy,omitempty"`
 	// Problems are why it is not announced, or not everywhere: the
 	// Warning Events of its Service, "Reason: message".

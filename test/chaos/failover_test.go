@@ -3,9 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -148,20 +145,6 @@ func TestLeaderFailoverUnderLoad(t *testing.T) {
 	deleteAll(t, ns)
 }
 
-// shippedLeaderElection is the leader-election flags of deploy/.
-func shippedLeaderElection(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "deploy", "deployment.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	flags := regexp.MustCompile(`--leader-elect-[a-z-]+=\S+`).FindAllString(string(b), -1)
-	if len(flags) == 0 {
-		t.Fatal("deploy/deployment.yaml sets no --leader-elect-* flags")
-	}
-	return flags
-}
-
 func TestAPIServerOutage(t *testing.T) {
 	const ns = "outage"
 	ctx := context.Background()
@@ -175,7 +158,7 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 	// With the leader election of deploy/: the leader keeps trying to renew
 	// its Lease for the renew deadline before it gives up.
-	leaderFlags := shippedLeaderElection(t)
+	leaderFlags := framework.ShippedLeaderElection(t)
 	// Its Lease outlives it by the shipped lease duration: the next test's
 	// CCM must not have to wait for it.
 	t.Cleanup(func() {

@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -234,4 +236,19 @@ func (p *Process) LogLine(parts ...string) string {
 		}
 	}
 	return ""
+}
+
+// ShippedLeaderElection is the leader-election flags of deploy/, for the
+// tests whose figures the docs quote at the shipped settings.
+func ShippedLeaderElection(t testing.TB) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(RepoRoot(), "deploy", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := regexp.MustCompile(`--leader-elect-[a-z-]+=\S+`).FindAllString(string(b), -1)
+	if len(flags) == 0 {
+		t.Fatal("deploy/deployment.yaml sets no --leader-elect-* flags")
+	}
+	return flags
 }

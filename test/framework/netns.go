@@ -130,6 +130,19 @@ func (n *Netns) ForwardInto(target string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// ForwardOutOf listens on the test's own loopback and forwards each
+// connection to 127.0.0.1:port inside the namespace: the test, or a
+// Prometheus it runs, reaches a process that listens on the namespace's
+// loopback. It returns the address to dial.
+func (n *Netns) ForwardOutOf(port int) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	go Forward(l, func() (net.Conn, error) { return n.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second) })
+	return l.Addr().String(), nil
+}
+
 // Forward accepts connections on l until it is closed and joins each to a
 // connection dial makes.
 func Forward(l net.Listener, dial func() (net.Conn, error)) {

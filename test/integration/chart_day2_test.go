@@ -271,7 +271,7 @@ func TestHelmChartDayTwo(t *testing.T) {
 		_, objs := deployment(t, "--set", "metrics.grafanaDashboard.enabled=true,metrics.serviceMonitor.enabled=true")
 		var cm corev1.ConfigMap
 		find(t, objs, "ConfigMap", "baremetal-cloud-controller-manager-dashboard", &cm)
-		if cm.Labels["grafana_dashboard"] != "1" || cm.Data["baremetal-cloud-controller-manager.json"] != strings.TrimRight(readFile(t, filepath.Join(framework.RepoRoot(), dashboardFile)), "\n")+"\n" {
+		if cm.Labels["grafana_dashboard"] != "1" || cm.Data["baremetal-cloud-controller-manager.json"] != strings.TrimRight(readFile(t, filepath.Join(framework.RepoRoot(), framework.DashboardFile)), "\n")+"\n" {
 			t.Errorf("the dashboard ConfigMap has labels %v and not the dashboard's JSON", cm.Labels)
 		}
 		monitor := find(t, objs, "ServiceMonitor", "", nil)

@@ -172,7 +172,7 @@ func TestHelmChart(t *testing.T) {
 		var fileRules struct {
 			Groups []struct{ Rules []struct{ Alert string } }
 		}
-		if err := sigsyaml.Unmarshal([]byte(readFile(t, filepath.Join(root, alertsFile))), &fileRules); err != nil {
+		if err := sigsyaml.Unmarshal([]byte(readFile(t, filepath.Join(root, framework.AlertsFile))), &fileRules); err != nil {
 			t.Fatal(err)
 		}
 		if len(groups) != 1 || len(fileRules.Groups) != 1 {
@@ -180,7 +180,7 @@ func TestHelmChart(t *testing.T) {
 		}
 		rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
 		if len(rules) != len(fileRules.Groups[0].Rules) || len(rules) == 0 {
-			t.Errorf("the PrometheusRule has %d rules, %s has %d", len(rules), alertsFile, len(fileRules.Groups[0].Rules))
+			t.Errorf("the PrometheusRule has %d rules, %s has %d", len(rules), framework.AlertsFile, len(fileRules.Groups[0].Rules))
 		}
 		applyDry(t, objs)
 	})

@@ -130,10 +130,25 @@ func buildSegment(apiServer string) (_ *segment, err error) {
 		}
 		return st, nil
 	}
-	for i, last := range []int{2, 3} {
+	// cp1 and cp2 are on the segment's subnets; cp3 is on the same wire
+	// with addresses of other subnets, as a control-plane host of another
+	// segment whose interface has the pool's name.
+	for i, last := range []int{2, 3, 4} {
 		st, err := attach(fmt.Sprintf("cp%d", i+1), last)
 		if err != nil {
 			return nil, err
+		}
+		if i == 2 {
+			st.ip4, st.ip6 = "10.248.0.4", "fd00:248::4"
+			for _, args := range [][]string{
+				{"addr", "flush", "dev", "eth0"},
+				{"addr", "add", st.ip4 + "/16", "dev", "eth0"},
+				{"-6", "addr", "add", st.ip6 + "/64", "dev", "eth0", "nodad"},
+			} {
+				if _, err := st.ns.IP(args...); err != nil {
+					return nil, err
+				}
+			}
 		}
 		h := &host{station: *st}
 		u, err := url.Parse(apiServer)
