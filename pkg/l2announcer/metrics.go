@@ -42,7 +42,7 @@ var (
 	interfaceNotOpen = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_l2",
 		Name:           "interface_not_open",
-		Help:           "1 for each interface a layer 2 pool names that this replica could not open (missing, no CAP_NET_RAW); tried again every 10s. No series while every interface is open.",
+		Help:           "For each interface a layer 2 pool names: 1 while this replica could not open it (missing, no CAP_NET_RAW; tried again every 10s), else 0.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"interface"})
 	learningConflicts = metrics.NewCounterVec(&metrics.CounterOpts{

@@ -83,10 +83,16 @@ func (s *sockets) down() map[string]bool {
 func (a *Announcer) reportUnopened(want map[string]string) {
 	a.mu.Lock()
 	var problems []report.Problem
-	var series []report.Series
+	series := make([]report.Series, 0, len(want))
+	for iface := range want {
+		v := 0.0
+		if _, failed := a.failed[iface]; failed {
+			v = 1
+		}
+		series = append(series, report.Series{Labels: []string{iface}, Value: v})
+	}
 	for _, iface := range slices.Sorted(maps.Keys(a.failed)) {
 		err := a.failed[iface]
-		series = append(series, report.Series{Labels: []string{iface}, Value: 1})
 		problems = append(problems, report.Problem{Reason: "L2NotStarted", Object: report.Self, Subject: iface,
 			Log: "Cannot answer ARP and NDP for layer 2 VIPs; tried again every 10s", LogValues: []any{"field", want[iface], "interface", iface, "err", err},
 			Message: fmt.Sprintf("%s %q: %v; the VIPs of its pools are not answered until it opens (tried again every %s)", want[iface], iface, err, Retry)})
