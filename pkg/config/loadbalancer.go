@@ -82,10 +82,10 @@ func (p *Pool) Announced(lb *LoadBalancer) Announce {
 	return lb.Announce
 }
 
-// PoolL2 says where the leader answers for an announce: l2 pool's VIPs.
+// PoolL2 says where the replicas answer for an announce: l2 pool's VIPs.
 type PoolL2 struct {
-	// Interface is the leader's network interface on the segment the VIPs
-	// are in; it answers ARP and Neighbor Solicitations there.
+	// Interface is the replicas' network interface on the segment the VIPs
+	// are in; they answer ARP and Neighbor Solicitations there.
 	Interface string `yaml:"interface"`
 }
 

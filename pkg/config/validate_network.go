@@ -370,7 +370,7 @@ func validatePoolAnnounce(add reporter, pp *field.Path, pool *Pool, lb *LoadBala
 	}
 	switch {
 	case pool.L2 == nil || pool.L2.Interface == "":
-		add(l2.Child("interface"), "is required with announce: l2: the leader's interface on the segment of the pool's VIPs")
+		add(l2.Child("interface"), "is required with announce: l2: the replicas' interface on the segment of the pool's VIPs")
 	case !validInterfaceName(pool.L2.Interface):
 		add(l2.Child("interface"), "%q is not a network interface name (1 to 15 characters, no '/', ':' or spaces)", pool.L2.Interface)
 	}

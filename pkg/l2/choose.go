@@ -1,5 +1,5 @@
 // Package l2 announces VIPs on an Ethernet segment without an agent on the
-// nodes: the leader answers ARP requests (IPv4) and Neighbor Solicitations
+// nodes: every replica answers ARP requests (IPv4) and Neighbor Solicitations
 // (IPv6) for each VIP with the hardware address of the node chosen to carry
 // it, and tells the segment by gratuitous ARP and unsolicited Neighbor
 // Advertisements when that node changes. Clients then send the VIP's frames
