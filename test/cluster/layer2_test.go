@@ -70,6 +70,13 @@ func layer2VIPs(t *testing.T, ns string) {
 		return false, fmt.Sprintf("CCM Pods %v", seen)
 	})
 	t.Logf("%s answers for layer 2 VIPs %s after the patch", leader, time.Since(patched).Round(time.Second))
+	// Every replica answers from the start, a standby too; addresses are
+	// given by the leader, which the patched Pod becomes once the replaced
+	// Pod's Lease runs out (deploy/'s lease duration).
+	framework.Eventually(t, 3*time.Minute, leader+" holding the Lease", func() (bool, string) {
+		return strings.Contains(ccmLogs(t, leader), "Successfully acquired lease"), "not yet"
+	})
+	t.Logf("%s leads %s after the patch", leader, time.Since(patched).Round(time.Second))
 
 	macs := map[string]string{} // MAC -> worker
 	for _, n := range lab.Nodes[1:] {

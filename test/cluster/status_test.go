@@ -30,7 +30,10 @@ func statusPage(t *testing.T, ns string) {
 		hops := routerNextHops(vip)
 		return slices.Equal(hops, workers), fmt.Sprintf("%s via %v", vip, hops)
 	})
-	pods, err := lab.Kubectl("-n", "kube-system", "get", "pods", "-l", "app.kubernetes.io/name=baremetal-cloud-controller-manager", "-o", "name")
+	// A Running one: with one control-plane node the second replica is
+	// Pending.
+	pods, err := lab.Kubectl("-n", "kube-system", "get", "pods", "-l", "app.kubernetes.io/name=baremetal-cloud-controller-manager",
+		"--field-selector", "status.phase=Running", "-o", "name")
 	if err != nil || strings.TrimSpace(pods) == "" {
 		t.Fatalf("the CCM's Pods: %q %v", pods, err)
 	}
