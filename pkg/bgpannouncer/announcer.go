@@ -178,9 +178,8 @@ func (a *Announcer) start(ctx context.Context, b config.BGP) *bgp.Speaker {
 
 // Status is what readiness is judged on, and the status page shows.
 type Status struct {
-	Speaking    bool
-	Peers       []netip.Addr // the peers wanted, sorted
-	Established map[netip.Addr]bool
+	Speaking bool
+	Peers    []netip.Addr // the peers wanted, sorted
 	// Sessions are the peers' sessions as last reported.
 	Sessions map[netip.Addr]bgp.PeerState
 }
@@ -192,11 +191,7 @@ func (a *Announcer) Status() Status {
 	a.mu.Unlock()
 	wanted, sessions := a.peers.snapshot()
 	peers := slices.SortedFunc(maps.Keys(wanted), netip.Addr.Compare)
-	established := map[netip.Addr]bool{}
-	for addr, st := range sessions {
-		established[addr] = st.Established
-	}
-	return Status{Speaking: speaking, Peers: peers, Established: established, Sessions: sessions}
+	return Status{Speaking: speaking, Peers: peers, Sessions: sessions}
 }
 
 // Sent is what the speaker sends peer now, by prefix (see bgp.Speaker.Sent);

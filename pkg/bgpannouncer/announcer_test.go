@@ -179,13 +179,13 @@ func TestRemovedPeersSeriesAreDeleted(t *testing.T) {
 	if len(st.Peers) != 1 || st.Peers[0] != netip.MustParseAddr("192.0.2.8") {
 		t.Errorf("peers wanted %v, want 192.0.2.8", st.Peers)
 	}
-	if _, ok := st.Established[netip.MustParseAddr("192.0.2.7")]; ok || len(st.Established) != 1 {
-		t.Errorf("sessions after 192.0.2.7 left: %v", st.Established)
+	if _, ok := st.Sessions[netip.MustParseAddr("192.0.2.7")]; ok || len(st.Sessions) != 1 {
+		t.Errorf("sessions after 192.0.2.7 left: %v", st.Sessions)
 	}
 	// A stopped speaker has no sessions: readiness must not count them.
 	a.peers.stopped()
-	if st := a.Status(); len(st.Established) != 0 {
-		t.Errorf("sessions after the speaker stopped: %v", st.Established)
+	if st := a.Status(); len(st.Sessions) != 0 {
+		t.Errorf("sessions after the speaker stopped: %v", st.Sessions)
 	}
 }
 

@@ -83,12 +83,16 @@ func (b *balancer) readyState() readyState {
 	speaks := bgpannouncer.Speaks(b.cfg)
 	b.mu.Unlock()
 	bs, ls := b.bgp.Status(), b.l2.Status()
+	established := map[netip.Addr]bool{}
+	for addr, st := range bs.Sessions {
+		established[addr] = st.Established
+	}
 	return readyState{
 		synced:      b.cluster.listed.Load(),
 		bgp:         speaks,
 		speaking:    bs.Speaking,
 		peers:       bs.Peers,
-		established: bs.Established,
+		established: established,
 		l2:          ls.Interfaces,
 		open:        ls.Open,
 		socketDown:  ls.SocketDown,
