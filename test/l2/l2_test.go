@@ -238,7 +238,7 @@ func TestLayer2(t *testing.T) {
 		from := time.Now()
 		vip := vips["web-0"][0]
 		victim := seg.nodeNamed(placed[vip])
-		p := startProbes(vip)
+		p := probeAll([]string{vip}, 50*time.Millisecond)
 		time.Sleep(time.Second)
 		// The node dies: its link goes down, so its health check fails
 		// and frames to its MAC go nowhere.
@@ -252,9 +252,10 @@ func TestLayer2(t *testing.T) {
 		})
 		moved := time.Since(died)
 		time.Sleep(time.Second)
-		total, failed, gap := p.end()
+		worst := p.end()
+		gap := worst.gap
 		t.Logf("%s left %s: served elsewhere %.2f s after the node died; %d of %d connections failed, longest gap %.2f s",
-			vip, victim.name, moved.Seconds(), failed, total, gap.Seconds())
+			vip, victim.name, moved.Seconds(), worst.failed, worst.total, gap.Seconds())
 		if gap > 5*time.Second {
 			t.Errorf("the client could not connect for %.2f s; want the VIP moved within a few seconds", gap.Seconds())
 		}
@@ -589,18 +590,23 @@ func flushClient(t *testing.T) {
 }
 
 // probeAll connects to each VIP every period from the client, each on its
-// own, and keeps the longest time each went without an answer.
+// own, and keeps the longest time each went without an answer, and how
+// many connections were tried and failed.
 type allProbes struct {
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	gaps   map[string]time.Duration
-	lastOK map[string]time.Time
+	stop          chan struct{}
+	wg            sync.WaitGroup
+	mu            sync.Mutex
+	gaps          map[string]time.Duration
+	lastOK        map[string]time.Time
+	total, failed int
 }
 
+// worstGap is the VIP that went longest without an answer, and the
+// connections of all the probes.
 type worstGap struct {
-	vip string
-	gap time.Duration
+	vip           string
+	gap           time.Duration
+	total, failed int
 }
 
 func probeAll(vips []string, period time.Duration) *allProbes {
@@ -616,12 +622,15 @@ func probeAll(vips []string, period time.Duration) *allProbes {
 					return
 				case <-time.After(period):
 				}
-				if _, err := seg.ask(vip, 300*time.Millisecond); err != nil {
-					continue
-				}
+				_, err := seg.ask(vip, 300*time.Millisecond)
 				p.mu.Lock()
-				p.gaps[vip] = max(p.gaps[vip], time.Since(p.lastOK[vip]))
-				p.lastOK[vip] = time.Now()
+				p.total++
+				if err != nil {
+					p.failed++
+				} else {
+					p.gaps[vip] = max(p.gaps[vip], time.Since(p.lastOK[vip]))
+					p.lastOK[vip] = time.Now()
+				}
 				p.mu.Unlock()
 			}
 		}()
@@ -634,57 +643,13 @@ func probeAll(vips []string, period time.Duration) *allProbes {
 func (p *allProbes) end() worstGap {
 	close(p.stop)
 	p.wg.Wait()
-	var w worstGap
+	w := worstGap{total: p.total, failed: p.failed}
 	for vip, last := range p.lastOK {
 		if gap := max(p.gaps[vip], time.Since(last)); gap > w.gap {
-			w = worstGap{vip, gap}
+			w.vip, w.gap = vip, gap
 		}
 	}
 	return w
-}
-
-// probes connect to a VIP every 50 ms from the client.
-type probes struct {
-	mu      sync.Mutex
-	stop    chan struct{}
-	done    chan struct{}
-	total   int
-	failed  int
-	lastOK  time.Time
-	longest time.Duration
-}
-
-func startProbes(vip string) *probes {
-	p := &probes{stop: make(chan struct{}), done: make(chan struct{}), lastOK: time.Now()}
-	go func() {
-		defer close(p.done)
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			_, err := seg.ask(vip, 300*time.Millisecond)
-			p.mu.Lock()
-			p.total++
-			if err != nil {
-				p.failed++
-			} else {
-				if gap := time.Since(p.lastOK); gap > p.longest {
-					p.longest = gap
-				}
-				p.lastOK = time.Now()
-			}
-			p.mu.Unlock()
-		}
-	}()
-	return p
-}
-
-func (p *probes) end() (total, failed int, longest time.Duration) {
-	close(p.stop)
-	<-p.done
-	return p.total, p.failed, p.longest
 }
 
 // roomForNeighbours makes the kernel's neighbour tables hold n entries per

@@ -324,6 +324,23 @@ func (s *segment) startCCM(c *framework.Cluster, binary string, h *host, name st
 // loopback.
 const statusPort = "10263"
 
+// arpSocket is a raw ARP socket on the station's eth0, opened inside its
+// namespace.
+func (st *station) arpSocket() (*packet.Conn, error) {
+	var conn *packet.Conn
+	if err := st.ns.Do(func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		conn, err = packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("a raw socket in %s: %w", st.name, err)
+	}
+	return conn, nil
+}
+
 // spoofARP sends, from st for d, frames that say ip is at mac: gratuitous
 // ARP requests to the whole segment and ARP replies to each of to (MACs),
 // one of each every 10 ms, as an attacker on the segment would. The
@@ -334,16 +351,9 @@ func spoofARP(st *station, ip, mac string, to []string, d time.Duration) error {
 		return err
 	}
 	addr := netip.MustParseAddr(ip)
-	var conn *packet.Conn
-	if err := st.ns.Do(func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return err
-		}
-		conn, err = packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
+	conn, err := st.arpSocket()
+	if err != nil {
 		return err
-	}); err != nil {
-		return fmt.Errorf("a raw socket in %s: %w", st.name, err)
 	}
 	defer conn.Close()
 	broadcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}

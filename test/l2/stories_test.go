@@ -12,7 +12,6 @@ import (
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/packet"
-	"golang.org/x/sys/unix"
 )
 
 // stories asks, from a station, who has each IPv4 VIP every period by
@@ -48,15 +47,8 @@ func tellStories(st *station, vips []string, period time.Duration) (*stories, er
 		}
 	}
 	s := &stories{start: time.Now(), stop: make(chan struct{})}
-	if err := st.ns.Do(func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return err
-		}
-		s.conn, err = packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("a raw socket in %s: %w", st.name, err)
+	if s.conn, err = st.arpSocket(); err != nil {
+		return nil, err
 	}
 	broadcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	var frames [][]byte
