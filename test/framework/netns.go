@@ -197,15 +197,20 @@ func (n *Netns) ServeHealthz(addr string) (*http.Server, error) {
 	return s, nil
 }
 
-// GetJSON decodes the JSON answer to a GET of url, made from inside the
-// namespace.
-func (n *Netns) GetJSON(url string, v any) error {
-	client := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+// HTTPClient is a client whose connections are made from inside the
+// namespace; a zero timeout is none.
+func (n *Netns) HTTPClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
 			return n.Dial(network, addr, 5*time.Second)
 		},
 	}}
-	resp, err := client.Get(url)
+}
+
+// GetJSON decodes the JSON answer to a GET of url, made from inside the
+// namespace.
+func (n *Netns) GetJSON(url string, v any) error {
+	resp, err := n.HTTPClient(10 * time.Second).Get(url)
 	if err != nil {
 		return err
 	}

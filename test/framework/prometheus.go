@@ -1,11 +1,9 @@
 package framework
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,15 +24,13 @@ var (
 // Prometheus is a real Prometheus (Debian's) scraping CCM replicas with the
 // chart's alert rules loaded.
 type Prometheus struct {
-	base   string
-	client *http.Client
+	base string
 }
 
-// StartPrometheus runs Prometheus on loopback (inside ns, if not nil),
-// scraping each target's secure port every second with the cluster
-// admin's certificate, with the rules loaded, and waits until a target is
-// up.
-func StartPrometheus(t testing.TB, c *Cluster, ns *Netns, targets []string, rules string) *Prometheus {
+// StartPrometheus runs Prometheus on loopback, scraping each target's
+// secure port every second with the cluster admin's certificate, with the
+// rules loaded, and waits until a target is up.
+func StartPrometheus(t testing.TB, c *Cluster, targets []string, rules string) *Prometheus {
 	t.Helper()
 	if err := EnsureCommands(map[string]string{"prometheus": "prometheus", "promtool": "prometheus"}); err != nil {
 		t.Fatal(err)
@@ -64,23 +60,11 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	port, err := FreePort()
-	if ns != nil {
-		port, err = FreePortIn(ns.Name)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--config.file=" + conf, "--storage.tsdb.path=" + filepath.Join(dir, "data"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port)}
-	command, client := "prometheus", http.DefaultClient
-	if ns != nil {
-		command, args = "ip", append([]string{"netns", "exec", ns.Name, "prometheus"}, args...)
-		client = &http.Client{Transport: &http.Transport{
-			DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
-				return ns.Dial(network, addr, 5*time.Second)
-			},
-		}}
-	}
-	p, err := StartProcess(command, dir, "prometheus", 0, nil, args...)
+	p, err := StartProcess("prometheus", dir, "prometheus", 0, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +74,7 @@ scrape_configs:
 			t.Logf("Prometheus:\n%s", Tail(p.Logs(), 40))
 		}
 	})
-	prom := &Prometheus{base: fmt.Sprintf("http://127.0.0.1:%d", port), client: client}
+	prom := &Prometheus{base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	Eventually(t, 30*time.Second, "Prometheus scraping the CCM", func() (bool, string) {
 		n, err := prom.Samples(`up{job="baremetal-cloud-controller-manager"} == 1`)
 		if err != nil {
@@ -102,7 +86,7 @@ scrape_configs:
 }
 
 func (p *Prometheus) get(path string, params url.Values, into any) error {
-	resp, err := p.client.Get(p.base + path + "?" + params.Encode())
+	resp, err := http.Get(p.base + path + "?" + params.Encode())
 	if err != nil {
 		return err
 	}

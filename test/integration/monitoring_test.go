@@ -48,7 +48,7 @@ func TestDashboardAndAlerts(t *testing.T) {
 	}
 	framework.WaitRoute(t, s.peer, vips[0]+"/32", "203.0.113.40", "203.0.113.41")
 
-	prom := framework.StartPrometheus(t, suite.Cluster, nil, []string{fmt.Sprintf("127.0.0.1:%d", ccm.SecurePort)}, alerts)
+	prom := framework.StartPrometheus(t, suite.Cluster, []string{fmt.Sprintf("127.0.0.1:%d", ccm.SecurePort)}, alerts)
 	exported := framework.ExportedNames(suite.Metrics(t, ccm))
 	// A BGP site: the layer 2 row is checked by test/l2, on a segment.
 	if queries := framework.CheckDashboard(t, prom, exported, func(row string) bool { return row != "Layer 2" }); queries < 15 {

@@ -358,7 +358,7 @@ func TestLayer2(t *testing.T) {
 			targets = append(targets, addr)
 		}
 		alerts := filepath.Join(framework.RepoRoot(), framework.AlertsFile)
-		prom := framework.StartPrometheus(t, cluster, nil, targets, alerts)
+		prom := framework.StartPrometheus(t, cluster, targets, alerts)
 		port, _ := strconv.Atoi(targets[0][strings.LastIndex(targets[0], ":")+1:])
 		metrics, err := cluster.AdminGet(&framework.Process{Name: leader.Name, SecurePort: port}, "/metrics", 10*time.Second)
 		if err != nil {
@@ -409,7 +409,7 @@ func TestLayer2(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prom = framework.StartPrometheus(t, cluster, nil, []string{targets[0], addr}, alerts)
+		prom = framework.StartPrometheus(t, cluster, []string{targets[0], addr}, alerts)
 		framework.Eventually(t, 60*time.Second, "BaremetalL2InterfaceNotOpen pending for the replica without eth0", func() (bool, string) {
 			r := l2Alerts()["BaremetalL2InterfaceNotOpen"]
 			return r.State == "pending", fmt.Sprintf("%+v", r)
