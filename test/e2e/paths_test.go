@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+// TestNextHopsPerRouter runs the FRR recipe of docs/network/routers.md with
+// a router that installs 4 paths per prefix (`maximum-paths 4`) and the
+// CCM's peer set to match, on 12 nodes with 60 Services of
+// externalTrafficPolicy Cluster. A router offered more paths than it
+// installs picks the same few for every VIP (the first it received, then
+// the lowest addresses); sent 4 chosen per VIP, it installs those.
+//
+// What a user sees is the router's kernel table: each VIP via 4 nodes,
+// every node carrying VIPs, and a node's death changing only the routes of
+// the VIPs it carried.
+func TestNextHopsPerRouter(t *testing.T) {
+	const (
+		nodeCount, serviceCount, width = 12, 60, 4
+		namespace                      = "paths"
+	)
+	l := newLab(t, "mp")
+	router := l.router("router", recipeRouter4+"/24")
+	cp := l.host(router, "cp1", "", recipeCP4+"/24")
+	// The nodes' addresses on one host: the router sees 12 next hops, each
+	// with a health check of its own.
+	hosts := l.host(router, "nodes", "")
+	var nodes []*node
+	for i := 1; i <= nodeCount; i++ {
+		n := &node{name: fmt.Sprintf("mp-n%02d", i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
+		l.addrs(hosts, "eth0", n.ip+"/24")
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		if err := n.startHealthz(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.stopHealthz)
+		framework.CreateNode(t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
+	}
+	framework.CreateNamespace(t, cluster.Admin, namespace)
+	for i := 1; i <= serviceCount; i++ {
+		framework.CreateLBService(t, cluster.Admin, namespace, fmt.Sprintf("mp-%02d", i), nil)
+	}
+
+	// The page's router and CCM, each set to 4 paths.
+	recipe, err := framework.MarkdownBlock(recipesPage, "FRR", "frr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frr := l.frr(router, strings.ReplaceAll(recipe.Text, "maximum-paths 16", fmt.Sprintf("maximum-paths %d", width)))
+	bgp, err := framework.MarkdownBlock(recipesPage, "Routers", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg strings.Builder
+	cfg.WriteString(strings.ReplaceAll(bgp.Text, "maximumPaths: 16", fmt.Sprintf("maximumPaths: %d", width)))
+	cfg.WriteString("inventory:\n  machines:\n")
+	for _, n := range nodes {
+		fmt.Fprintf(&cfg, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ccm := framework.StartReplica(t, framework.CCM{
+		Binary: ccmBinary, Name: "ccm-paths", Kubeconfig: l.kubeconfig(cp), CloudConfig: cfgFile, Netns: cp.Name,
+		Env: []string{"POD_IP=" + recipeCP4},
+	})
+	framework.WaitLeader(t, ccm)
+	var vips []string
+	for i := 1; i <= serviceCount; i++ {
+		vips = append(vips, framework.WaitIngress(t, cluster.Admin, namespace, fmt.Sprintf("mp-%02d", i), 1)[0])
+	}
+
+	// carried waits until the router's kernel has every VIP via width of
+	// the nodes, none of them dead, and returns each VIP's next hops.
+	carried := func(what string, dead string) map[string][]string {
+		t.Helper()
+		var table map[string][]string
+		framework.Eventually(t, 90*time.Second, what, func() (bool, string) {
+			out, _ := router.IP("-4", "route")
+			table = map[string][]string{}
+			for _, vip := range vips {
+				hops := vias(routeLines(out, vip))
+				if len(hops) != width || slices.Contains(hops, dead) {
+					rib, _ := frr.Vtysh("show bgp ipv4 unicast " + vip)
+					return false, fmt.Sprintf("the router routes %s via %v, want %d next hops (none %q)\n%s", vip, hops, width, dead, framework.Tail(rib, 30))
+				}
+				table[vip] = hops
+			}
+			return true, ""
+		})
+		return table
+	}
+	spread := func(what string, table map[string][]string, among []*node) {
+		t.Helper()
+		perNode := map[string]int{}
+		for _, hops := range table {
+			for _, h := range hops {
+				perNode[h]++
+			}
+		}
+		least, most := len(vips), 0
+		var line strings.Builder
+		for _, n := range among {
+			c := perNode[n.ip]
+			least, most = min(least, c), max(most, c)
+			fmt.Fprintf(&line, " %s:%d", n.name, c)
+		}
+		t.Logf("%s: VIPs per node in the router's kernel table:%s; max/min %d/%d", what, line.String(), most, least)
+		if least == 0 {
+			t.Errorf("%s: a node carries no VIP while others carry up to %d:%s", what, most, line.String())
+		}
+	}
+
+	monitor := framework.MonitorRoutes(t, router)
+	before := carried("every VIP via 4 nodes", "")
+	spread("12 nodes", before, nodes)
+
+	// A node dies (its health checks fail): the VIPs it carried each swap it
+	// for one other node; no other VIP's route changes at all.
+	dead := nodes[4]
+	from := monitor.LogSize()
+	dead.stopHealthz()
+	after := carried(dead.name+" dead: every VIP via 4 live nodes", dead.ip)
+	spread(dead.name+" dead", after, slices.DeleteFunc(slices.Clone(nodes), func(n *node) bool { return n == dead }))
+	moved := 0
+	for _, vip := range vips {
+		was, is := before[vip], after[vip]
+		if !slices.Contains(was, dead.ip) {
+			if !slices.Equal(was, is) {
+				t.Errorf("%s did not carry %s, yet its route changed from %v to %v", dead.name, vip, was, is)
+			}
+			continue
+		}
+		moved++
+		kept := slices.DeleteFunc(slices.Clone(was), func(h string) bool { return h == dead.ip })
+		for _, h := range kept {
+			if !slices.Contains(is, h) {
+				t.Errorf("%s: %s carried it with %v, yet %s left its route: now %v", vip, dead.name, was, h, is)
+			}
+		}
+	}
+	// Nor did any such route change on the way.
+	for _, line := range strings.Split(monitor.Logs()[from:], "\n") {
+		f := strings.Fields(strings.TrimPrefix(line, "Deleted "))
+		if len(f) > 0 && slices.Contains(vips, f[0]) && !slices.Contains(before[f[0]], dead.ip) {
+			t.Errorf("the route of %s, which %s did not carry, changed: %q", f[0], dead.name, line)
+		}
+	}
+	t.Logf("%s carried %d of %d VIPs; only their routes changed", dead.name, moved, len(vips))
+}
