@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -20,6 +19,8 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/config/oc"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/rendezvous"
 )
 
 // MaxNextHops is how many paths (next hops) of one prefix the speaker
@@ -630,28 +631,20 @@ func (s *Speaker) Stop(ctx context.Context, graceful bool) error {
 // capNextHops keeps at most MaxNextHops of a prefix's next hops (sorted,
 // unique), chosen by rendezvous hashing of prefix and next hop: a prefix
 // keeps the same subset while its next hops stay, and different prefixes
-// spread over different next hops. It reports whether it cut any.
+// spread over different next hops. It reports whether it cut any. The
+// load balancer sends no more than a peer's maximumPaths (at most
+// MaxNextHops) already; this keeps the speaker's own promise.
 func capNextHops(prefix netip.Prefix, hops []netip.Addr) ([]netip.Addr, bool) {
 	if len(hops) <= MaxNextHops {
 		return hops, false
 	}
-	pb, _ := prefix.MarshalBinary()
-	type scored struct {
-		addr  netip.Addr
-		score uint64
-	}
-	all := make([]scored, len(hops))
+	names := make([]string, len(hops))
 	for i, nh := range hops {
-		h := fnv.New64a()
-		h.Write(pb)
-		b, _ := nh.MarshalBinary()
-		h.Write(b)
-		all[i] = scored{nh, h.Sum64()}
+		names[i] = nh.String()
 	}
-	slices.SortFunc(all, func(a, b scored) int { return cmp.Compare(a.score, b.score) })
-	kept := make([]netip.Addr, MaxNextHops)
-	for i := range kept {
-		kept[i] = all[i].addr
+	kept := make([]netip.Addr, 0, MaxNextHops)
+	for _, i := range rendezvous.Top(prefix.Addr(), names, MaxNextHops) {
+		kept = append(kept, hops[i])
 	}
 	slices.SortFunc(kept, netip.Addr.Compare)
 	return kept, true

@@ -7,10 +7,16 @@
 // standby holds sessions of its own with the same table as the leader. A
 // failover then changes no session: the routers have the new leader's
 // paths already, and only the dead replica's own session ends.
+//
+// Routers are sent different paths when their peers' maximumPaths or
+// nodeSelector differ: the peers of each such selection have a speaker of
+// their own (GoBGP sends every peer of a server the same paths), with that
+// selection's table.
 package bgpannouncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -41,10 +47,15 @@ var APIPoll = 2 * time.Second
 type Announcer struct {
 	report *report.Reporter
 
-	mu      sync.Mutex
-	cfg     *config.Config
-	speaker *bgp.Speaker
-	paths   []bgp.Announcement // the table the speaker converges to
+	mu       sync.Mutex
+	cfg      *config.Config
+	speakers map[string]*bgp.Speaker       // running, by selection key
+	tables   map[string][]bgp.Announcement // what each converges to, by selection key
+	// running is the context speakers are started in while Run speaks,
+	// nil otherwise; failed are the selections whose speaker did not start
+	// in it (said on the Pod), not tried again until the next run.
+	running context.Context
+	failed  map[string]bool
 	peers   peerBook
 
 	applyMu  sync.Mutex    // one SetPaths at a time
@@ -53,7 +64,7 @@ type Announcer struct {
 
 // New is an announcer for cfg, reporting to r; Run starts its speaker.
 func New(cfg *config.Config, r *report.Reporter) *Announcer {
-	return &Announcer{report: r, cfg: cfg, reloaded: make(chan struct{}, 1), peers: newPeerBook()}
+	return &Announcer{report: r, cfg: cfg, reloaded: make(chan struct{}, 1), peers: newPeerBook(), speakers: map[string]*bgp.Speaker{}}
 }
 
 // Speaks is whether a config has the speaker run.
@@ -62,7 +73,7 @@ func Speaks(cfg *config.Config) bool {
 }
 
 // SetConfig puts a new config in force: its peers and their passwords. A
-// config that gives BGP its first pool starts the speaker.
+// config that gives BGP its first pool starts the speakers.
 func (a *Announcer) SetConfig(ctx context.Context, cfg *config.Config) {
 	a.mu.Lock()
 	a.cfg = cfg
@@ -74,32 +85,55 @@ func (a *Announcer) SetConfig(ctx context.Context, cfg *config.Config) {
 	a.setPeers(ctx)
 }
 
-// Apply makes paths the speaker's table; with no speaker running, they are
-// the table it starts with.
-func (a *Announcer) Apply(paths []bgp.Announcement) error {
+// Apply makes tables, by selection key (config.PathSelection.Key), the
+// speakers' tables; a speaker whose selection has a table starts with it.
+// A running speaker whose key is missing keeps its table: the config it
+// belongs to is on its way out.
+func (a *Announcer) Apply(tables map[string][]bgp.Announcement) error {
 	a.applyMu.Lock()
-	defer a.applyMu.Unlock()
 	a.mu.Lock()
-	a.paths = paths
-	speaker := a.speaker
-	a.mu.Unlock()
-	if speaker == nil {
-		return nil
+	a.tables = tables
+	speakers := maps.Clone(a.speakers)
+	unstarted := false
+	for key := range tables {
+		unstarted = unstarted || (speakers[key] == nil && a.running != nil && !a.failed[key])
 	}
+	a.mu.Unlock()
+	var errs []error
+	for key, speaker := range speakers {
+		if paths, ok := tables[key]; ok {
+			errs = append(errs, a.setPaths(speaker, paths))
+		}
+	}
+	a.applyMu.Unlock()
+	if unstarted {
+		// A selection new to the config gets its speaker with its table.
+		a.setPeers(context.Background())
+	}
+	return errors.Join(errs...)
+}
+
+func (a *Announcer) setPaths(speaker *bgp.Speaker, paths []bgp.Announcement) error {
 	change, err := speaker.SetPaths(paths)
 	pathUpdates.WithLabelValues("announce").Add(float64(change.Announced))
 	pathUpdates.WithLabelValues("withdraw").Add(float64(change.Withdrawn))
-	announcedPaths.Set(float64(speaker.Announced()))
+	a.mu.Lock()
+	total := 0
+	for _, s := range a.speakers {
+		total += s.Announced()
+	}
+	a.mu.Unlock()
+	announcedPaths.Set(float64(total))
 	return err
 }
 
-// Run runs the speaker until ctx ends, while the API server is reachable
+// Run runs the speakers until ctx ends, while the API server is reachable
 // (reachable) and the config speaks BGP. A replica that has not reached
 // the API server for apiLoss (the leader election's renew deadline, after
-// which a leader exits) stops its speaker as a leader would, gracefully:
+// which a leader exits) stops its speakers as a leader would, gracefully:
 // the routers keep its paths as stale for their restart time, and it
-// speaks again with a fresh table when the API server is back. Call it
-// once the first table is applied.
+// speaks again with fresh tables when the API server is back. Call it
+// once the first tables are applied.
 func (a *Announcer) Run(ctx context.Context, reachable func(context.Context) error, apiLoss time.Duration) {
 	saidOff := false
 	for ctx.Err() == nil {
@@ -107,7 +141,7 @@ func (a *Announcer) Run(ctx context.Context, reachable func(context.Context) err
 		cfg := a.cfg
 		a.mu.Unlock()
 		if !Speaks(cfg) {
-			// A reload may give BGP a pool: the speaker starts then.
+			// A reload may give BGP a pool: the speakers start then.
 			if !saidOff {
 				klog.InfoS("BGP announcements are off; a reload that announces a pool over BGP starts them", "announce", cfg.LoadBalancer.Announce, "localASN", cfg.BGP.LocalASN)
 				saidOff = true
@@ -121,18 +155,18 @@ func (a *Announcer) Run(ctx context.Context, reachable func(context.Context) err
 		}
 		saidOff = false
 		sctx, cancel := context.WithCancel(ctx)
-		speaker := a.start(sctx, cfg.BGP)
-		if speaker == nil {
+		if err := a.checkRouterID(cfg.BGP); err != nil {
 			cancel()
 			return
 		}
-		lost := watchAPI(sctx, reachable, apiLoss)
-		speaker.Stop(context.Background(), true)
-		cancel()
 		a.mu.Lock()
-		a.speaker = nil
+		a.running, a.failed = sctx, map[string]bool{}
 		a.mu.Unlock()
-		a.peers.stopped()
+		a.setPeers(sctx)
+		go a.rereadPasswords(sctx)
+		lost := watchAPI(sctx, reachable, apiLoss)
+		a.stopAll()
+		cancel()
 		if !lost {
 			return
 		}
@@ -142,37 +176,60 @@ func (a *Announcer) Run(ctx context.Context, reachable func(context.Context) err
 	}
 }
 
-// start starts a speaker with the whole table in it before any session:
-// no peers first, the paths, then the peers of the config in force.
-func (a *Announcer) start(ctx context.Context, b config.BGP) *bgp.Speaker {
-	global := speakerGlobal(b)
-	if !global.RouterID.Is4() {
-		a.report.Event(report.Problem{Reason: "BGPNotStarted", Object: report.Self,
-			Log: "No BGP router ID: bgp.routerID is not set, POD_IP is not an IPv4 address and no IPv4 peer is reachable; VIPs are allocated but not announced", LogValues: []any{EnvPodIP, os.Getenv(EnvPodIP)},
-			Message: fmt.Sprintf("bgp.routerID is not set, %s (%q) is not an IPv4 address and no IPv4 peer is reachable: set bgp.routerID and restart the CCM", EnvPodIP, os.Getenv(EnvPodIP))})
-		speakerNotStarted.Set(1)
+// checkRouterID says, on the Pod and in a metric, when the speakers cannot
+// start for want of a router ID.
+func (a *Announcer) checkRouterID(b config.BGP) error {
+	if speakerGlobal(b).RouterID.Is4() {
 		return nil
 	}
-	speaker, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), a.peerStateChanged)
+	a.report.Event(report.Problem{Reason: "BGPNotStarted", Object: report.Self,
+		Log: "No BGP router ID: bgp.routerID is not set, POD_IP is not an IPv4 address and no IPv4 peer is reachable; VIPs are allocated but not announced", LogValues: []any{EnvPodIP, os.Getenv(EnvPodIP)},
+		Message: fmt.Sprintf("bgp.routerID is not set, %s (%q) is not an IPv4 address and no IPv4 peer is reachable: set bgp.routerID and restart the CCM", EnvPodIP, os.Getenv(EnvPodIP))})
+	speakerNotStarted.Set(1)
+	return errors.New("no router ID")
+}
+
+// stopAll stops every speaker gracefully: the API server is away, or the
+// replica is stopping.
+func (a *Announcer) stopAll() {
+	a.peers.set.Lock()
+	defer a.peers.set.Unlock()
+	a.mu.Lock()
+	speakers := a.speakers
+	a.speakers, a.running = map[string]*bgp.Speaker{}, nil
+	a.mu.Unlock()
+	for _, s := range speakers {
+		s.Stop(context.Background(), true)
+	}
+	a.peers.stopped()
+}
+
+// start starts the speaker of a selection with its whole table in it
+// before any session: no peers first, the paths, then (by the caller) its
+// peers. nil if it could not start, said on the Pod.
+func (a *Announcer) start(ctx context.Context, b config.BGP, key string) *bgp.Speaker {
+	speaker, err := bgp.Start(ctx, speakerGlobal(b), slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), a.peerStateChanged)
 	if err != nil {
 		a.report.Event(report.Problem{Reason: "BGPNotStarted", Object: report.Self,
 			Log: "Starting the BGP speaker failed; VIPs are allocated but not announced", LogValues: []any{"err", err},
 			Message: fmt.Sprintf("the BGP speaker did not start (%v): VIPs are allocated but not announced from this replica until it restarts", err)})
 		speakerNotStarted.Set(1)
+		a.mu.Lock()
+		a.failed[key] = true
+		a.mu.Unlock()
 		return nil
 	}
 	speakerNotStarted.Set(0)
+	// Registered under applyMu: an Apply after this one reaches it.
 	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
 	a.mu.Lock()
-	a.speaker = speaker
-	paths := a.paths
+	paths := a.tables[key]
+	a.speakers[key] = speaker
 	a.mu.Unlock()
-	a.applyMu.Unlock()
-	if err := a.Apply(paths); err != nil {
+	if err := a.setPaths(speaker, paths); err != nil {
 		klog.ErrorS(err, "Setting the first BGP paths")
 	}
-	a.setPeers(ctx)
-	go a.rereadPasswords(ctx)
 	return speaker
 }
 
@@ -184,22 +241,20 @@ type Status struct {
 	Sessions map[netip.Addr]bgp.PeerState
 }
 
-// Status is the speaker's state now.
+// Status is the speakers' state now.
 func (a *Announcer) Status() Status {
 	a.mu.Lock()
-	speaking := a.speaker != nil
+	speaking := len(a.speakers) > 0
 	a.mu.Unlock()
 	wanted, sessions := a.peers.snapshot()
 	peers := slices.SortedFunc(maps.Keys(wanted), netip.Addr.Compare)
 	return Status{Speaking: speaking, Peers: peers, Sessions: sessions}
 }
 
-// Sent is what the speaker sends peer now, by prefix (see bgp.Speaker.Sent);
-// nil while no speaker runs.
+// Sent is what peer is sent now, by prefix (see bgp.Speaker.Sent); nil
+// while no speaker runs for it.
 func (a *Announcer) Sent(peer netip.Addr) (map[netip.Prefix][]netip.Addr, error) {
-	a.mu.Lock()
-	speaker := a.speaker
-	a.mu.Unlock()
+	speaker := a.peers.speaker(peer)
 	if speaker == nil {
 		return nil, nil
 	}

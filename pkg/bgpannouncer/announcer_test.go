@@ -62,12 +62,18 @@ func (e *events) take() []string {
 	return out
 }
 
-// speaking is an announcer whose speaker takes its peers in applied.
+// speaking is an announcer whose speakers (one per selection of cfg) take
+// their peers in applied.
 func speaking(t *testing.T, cfg *config.Config, applied func([]bgp.Peer)) (*Announcer, *events) {
 	t.Helper()
 	ev := &events{}
 	a := New(cfg, &report.Reporter{Events: ev.add})
-	a.speaker = &bgp.Speaker{} // never used: applyPeers is replaced
+	// Running, with no tables: no speaker is started.
+	a.running, a.failed = t.Context(), map[string]bool{}
+	sels, _ := cfg.BGP.Selections()
+	for _, sel := range sels {
+		a.speakers[sel.Key()] = &bgp.Speaker{} // never used: applyPeers is replaced
+	}
 	orig := applyPeers
 	applyPeers = func(_ context.Context, _ *bgp.Speaker, peers []bgp.Peer) error {
 		if applied != nil {
@@ -255,8 +261,8 @@ func TestSilentDegradationsAreSaid(t *testing.T) {
 	}
 
 	t.Setenv(EnvPodIP, "")
-	if s := a.start(context.Background(), config.BGP{LocalASN: 64512}); s != nil {
-		t.Fatal("a speaker started without a router ID")
+	if err := a.checkRouterID(config.BGP{LocalASN: 64512}); err == nil {
+		t.Fatal("a speaker may start without a router ID")
 	}
 	if said := ev.take(); len(said) != 1 || !strings.HasPrefix(said[0], "BGPNotStarted: ") {
 		t.Errorf("events %v, want BGPNotStarted", said)

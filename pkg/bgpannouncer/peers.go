@@ -24,20 +24,29 @@ import (
 // cloud config.
 const passwordPoll = 10 * time.Second
 
-// peerBook is what is known of the peers: those handed to the speaker
-// (inForce, with their passwords), those wanted, and their sessions. Its
-// own lock, as the speaker reports sessions from its goroutine.
+// peerBook is what is known of the peers: those handed to a speaker
+// (inForce, with their passwords, and which speaker), those wanted, and
+// their sessions. Its own lock, as the speakers report sessions from their
+// goroutines.
 type peerBook struct {
-	set sync.Mutex // one setPeers at a time
+	set sync.Mutex // one setPeers (or stopAll) at a time
 
-	mu       sync.Mutex
-	inForce  map[netip.Addr]bgp.Peer
-	wanted   map[netip.Addr]bool
-	sessions map[netip.Addr]bgp.PeerState // as last reported
+	mu        sync.Mutex
+	inForce   map[netip.Addr]bgp.Peer
+	speakerOf map[netip.Addr]*bgp.Speaker
+	wanted    map[netip.Addr]bool
+	sessions  map[netip.Addr]bgp.PeerState // as last reported
 }
 
 func newPeerBook() peerBook {
-	return peerBook{inForce: map[netip.Addr]bgp.Peer{}, wanted: map[netip.Addr]bool{}, sessions: map[netip.Addr]bgp.PeerState{}}
+	return peerBook{inForce: map[netip.Addr]bgp.Peer{}, speakerOf: map[netip.Addr]*bgp.Speaker{}, wanted: map[netip.Addr]bool{}, sessions: map[netip.Addr]bgp.PeerState{}}
+}
+
+// speaker is the speaker peer is given to, nil if none.
+func (b *peerBook) speaker(peer netip.Addr) *bgp.Speaker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.speakerOf[peer]
 }
 
 func (b *peerBook) snapshot() (wanted map[netip.Addr]bool, sessions map[netip.Addr]bgp.PeerState) {
@@ -52,42 +61,112 @@ func (b *peerBook) stopped() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	clear(b.inForce)
+	clear(b.speakerOf)
 	clear(b.sessions)
 }
 
-// setPeers gives the speaker the peers of the config in force, with their
-// password files read now. A session whose password file cannot be read
-// keeps the password it has: deleting the peer would drop every path at
-// the router. Calls are serialised and each reads the config in force
-// inside: a password re-read that started before a reload must not put
-// the old peer set back after the reload's. The metric series of a peer
-// that left are deleted with it.
+// setPeers gives each selection's speaker the peers of the config in
+// force, with their password files read now, starting the speaker of a
+// selection that has a table and none yet, and stopping those of
+// selections gone. A session whose password file cannot be read keeps
+// the password it has: deleting the peer would drop every path at the
+// router. Calls are serialised and each reads the config in force inside:
+// a password re-read that started before a reload must not put the old
+// peer set back after the reload's. The metric series of a peer that left
+// are deleted with it.
+//
+// A peer whose selection changed moves to another speaker: it is first
+// taken from its old one (a speaker whose selection is gone stops
+// gracefully, so its routers keep its paths until the new session's
+// End-of-RIB), then given to the new one, never to both at once.
 func (a *Announcer) setPeers(ctx context.Context) {
 	a.peers.set.Lock()
 	defer a.peers.set.Unlock()
 	a.mu.Lock()
-	speaker, cfg := a.speaker, a.cfg
+	cfg, running, tables := a.cfg, a.running, a.tables
+	speakers := maps.Clone(a.speakers)
 	a.mu.Unlock()
-	if speaker == nil {
+	if len(speakers) == 0 && running == nil {
 		return
 	}
 	a.peers.mu.Lock()
-	inForce := maps.Clone(a.peers.inForce)
+	inForce, speakerOf := maps.Clone(a.peers.inForce), maps.Clone(a.peers.speakerOf)
 	a.peers.mu.Unlock()
 	want, problems := peersOf(cfg.BGP, inForce)
 	a.report.Report("bgp-peers", peerProblems(problems, cfg, len(want)), nil)
+	sels, indexes := cfg.BGP.Selections()
+	// What each selection's speaker is to have.
+	next := map[string][]bgp.Peer{}
+	keyOf := map[netip.Addr]string{}
+	wanted := map[netip.Addr]bool{}
+	for k, sel := range sels {
+		key := sel.Key()
+		next[key] = []bgp.Peer{}
+		for _, i := range indexes[k] {
+			if p, ok := want[i]; ok {
+				next[key] = append(next[key], p)
+				keyOf[p.Address], wanted[p.Address] = key, true
+			}
+		}
+	}
 	// A peer being removed still reports its session going down, after
 	// its series were deleted: only the wanted peers' states count.
-	applied := map[netip.Addr]bgp.Peer{}
-	wanted := map[netip.Addr]bool{}
-	for _, p := range want {
-		applied[p.Address], wanted[p.Address] = p, true
-	}
 	a.peers.mu.Lock()
 	a.peers.wanted = wanted
 	a.peers.mu.Unlock()
-	if err := applyPeers(ctx, speaker, want); err != nil {
-		klog.ErrorS(err, "Configuring BGP peers")
+
+	// Peers leave their old speakers first.
+	for key, s := range speakers {
+		var staying []bgp.Peer
+		for addr, owner := range speakerOf {
+			if owner == s && keyOf[addr] == key {
+				staying = append(staying, inForce[addr])
+			}
+		}
+		if _, ok := next[key]; ok {
+			if err := applyPeers(ctx, s, staying); err != nil {
+				klog.ErrorS(err, "Configuring BGP peers")
+			}
+			continue
+		}
+		// The selection is gone: the peers that left the config are
+		// removed, those that moved see a graceful restart.
+		var moved []bgp.Peer
+		for addr, owner := range speakerOf {
+			if owner == s && wanted[addr] {
+				moved = append(moved, inForce[addr])
+			}
+		}
+		if err := applyPeers(ctx, s, moved); err != nil {
+			klog.ErrorS(err, "Configuring BGP peers")
+		}
+		s.Stop(context.Background(), true)
+		a.mu.Lock()
+		delete(a.speakers, key)
+		a.mu.Unlock()
+		delete(speakers, key)
+	}
+	// Then each selection's speaker, started if it has a table, gets its
+	// peers.
+	applied := map[netip.Addr]bgp.Peer{}
+	owners := map[netip.Addr]*bgp.Speaker{}
+	for _, sel := range sels {
+		key := sel.Key()
+		s := speakers[key]
+		if s == nil {
+			if _, ok := tables[key]; !ok || running == nil {
+				continue // started once its table is applied
+			}
+			if s = a.start(running, cfg.BGP, key); s == nil {
+				continue
+			}
+		}
+		if err := applyPeers(ctx, s, next[key]); err != nil {
+			klog.ErrorS(err, "Configuring BGP peers")
+		}
+		for _, p := range next[key] {
+			applied[p.Address], owners[p.Address] = p, s
+		}
 	}
 	a.peers.mu.Lock()
 	for addr := range inForce {
@@ -96,7 +175,7 @@ func (a *Announcer) setPeers(ctx context.Context) {
 			delete(a.peers.sessions, addr)
 		}
 	}
-	a.peers.inForce = applied
+	a.peers.inForce, a.peers.speakerOf = applied, owners
 	a.peers.mu.Unlock()
 }
 
@@ -145,12 +224,12 @@ func peerProblems(problems []error, cfg *config.Config, peers int) []report.Prob
 	return out
 }
 
-// peersOf is the speaker's peers from the bgp section, with their password
-// files read now. A peer whose password file cannot be read is given as it
-// is in inForce (a session keeps its password), or left out if it has none
-// yet; each such peer is a problem.
-func peersOf(b config.BGP, inForce map[netip.Addr]bgp.Peer) ([]bgp.Peer, []error) {
-	var peers []bgp.Peer
+// peersOf is the peers of the bgp section, by their index in it, with
+// their password files read now. A peer whose password file cannot be read
+// is given as it is in inForce (a session keeps its password), or left out
+// if it has none yet; each such peer is a problem.
+func peersOf(b config.BGP, inForce map[netip.Addr]bgp.Peer) (map[int]bgp.Peer, []error) {
+	peers := map[int]bgp.Peer{}
 	var problems []error
 	for i, p := range b.Peers {
 		addr, _ := netip.ParseAddr(p.Address)
@@ -158,21 +237,21 @@ func peersOf(b config.BGP, inForce map[netip.Addr]bgp.Peer) ([]bgp.Peer, []error
 		if err != nil {
 			if old, ok := inForce[addr]; ok {
 				problems = append(problems, fmt.Errorf("bgp.peers[%d].passwordFile: %w; the session with %s keeps the password it has", i, err, addr))
-				peers = append(peers, old)
+				peers[i] = old
 			} else {
 				problems = append(problems, fmt.Errorf("bgp.peers[%d].passwordFile: %w; no session with %s until it can be read", i, err, addr))
 			}
 			continue
 		}
 		src, _ := netip.ParseAddr(p.SourceAddress)
-		peers = append(peers, bgp.Peer{
+		peers[i] = bgp.Peer{
 			Address: addr, Port: p.Port, ASN: p.ASN, Password: password, SourceAddress: src,
 			HoldTime: p.HoldTime.Duration, Keepalive: p.KeepaliveTime.Duration, ConnectRetry: p.ConnectRetryTime.Duration,
 			EBGPMultihopTTL: p.EBGPMultihop,
 			IPv4:            slices.Contains(p.AddressFamilies, config.FamilyIPv4),
 			IPv6:            slices.Contains(p.AddressFamilies, config.FamilyIPv6),
 			GracefulRestart: p.GracefulRestart.On(), RestartTime: p.GracefulRestart.RestartTime.Duration,
-		})
+		}
 	}
 	return peers, problems
 }

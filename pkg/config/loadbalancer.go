@@ -162,6 +162,17 @@ type Peer struct {
 	EBGPMultihop     uint8           `yaml:"ebgpMultihop"`
 	AddressFamilies  []string        `yaml:"addressFamilies"`
 	GracefulRestart  GracefulRestart `yaml:"gracefulRestart"`
+	// MaximumPaths is the most paths of one prefix the router installs
+	// (its ECMP width, FRR's maximum-paths): each VIP is sent that many of
+	// its nodes, chosen by rendezvous hashing, so that different VIPs use
+	// different nodes. Left out: 16 (DefaultMaximumPaths).
+	MaximumPaths int `yaml:"maximumPaths"`
+	// NodeSelector, if set, limits the next hops the router is sent to the
+	// nodes whose machines' inventory labels match (with their zone and
+	// region as topology.kubernetes.io/zone and /region): a ToR is sent
+	// the nodes of its rack. Not the Node objects' labels: a node's own
+	// credential may write those.
+	NodeSelector *LabelSelector `yaml:"nodeSelector"`
 }
 
 // GracefulRestart (RFC 4724) lets the peer keep forwarding on our paths

@@ -16,8 +16,11 @@ import (
 
 // Defaults of a BGP peer.
 const (
-	DefaultBGPPort      = 179
-	DefaultHoldTime     = 90 * time.Second
+	DefaultBGPPort  = 179
+	DefaultHoldTime = 90 * time.Second
+	// MaxMaximumPaths is the most paths of a prefix GoBGP sends (its
+	// ADD-PATH send-max is a byte).
+	MaxMaximumPaths     = 255
 	DefaultRestartTime  = 120 * time.Second
 	DefaultConnectRetry = 5 * time.Second
 )
@@ -77,6 +80,9 @@ func (c *Config) setNetworkDefaults() {
 		}
 		if len(p.AddressFamilies) == 0 {
 			p.AddressFamilies = []string{FamilyIPv4, FamilyIPv6}
+		}
+		if p.MaximumPaths == 0 {
+			p.MaximumPaths = DefaultMaximumPaths
 		}
 		if p.GracefulRestart.RestartTime.Duration == 0 {
 			p.GracefulRestart.RestartTime.Duration = DefaultRestartTime
@@ -169,31 +175,7 @@ func (c *Config) validateNetwork(add reporter) {
 			}
 		}
 		if sel := pool.ServiceSelector; sel != nil {
-			sp := pp.Child("serviceSelector")
-			for k, v := range sel.MatchLabels {
-				if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
-					add(sp.Child("matchLabels").Key(k), "%q is not a valid label key", k)
-				}
-				checkLabelValue(add, sp.Child("matchLabels").Key(k), v)
-			}
-			for j, e := range sel.MatchExpressions {
-				ep := sp.Child("matchExpressions").Index(j)
-				if msgs := validation.IsQualifiedName(e.Key); len(msgs) > 0 {
-					add(ep.Child("key"), "%q is not a valid label key", e.Key)
-				}
-				switch e.Operator {
-				case "In", "NotIn":
-					if len(e.Values) == 0 {
-						add(ep.Child("values"), "operator %s needs values", e.Operator)
-					}
-				case "Exists", "DoesNotExist":
-					if len(e.Values) > 0 {
-						add(ep.Child("values"), "operator %s takes no values", e.Operator)
-					}
-				default:
-					add(ep.Child("operator"), "%q is not one of In, NotIn, Exists, DoesNotExist", e.Operator)
-				}
-			}
+			checkSelector(add, pp.Child("serviceSelector"), sel)
 		}
 		checkPathAttributes(add, pp.Child("bgp"), pool.BGP)
 		validatePoolAnnounce(add, pp, pool, lb)
@@ -224,6 +206,9 @@ func (c *Config) validateNetwork(add reporter) {
 		if _, err := netip.ParseAddr(a); err != nil {
 			add(bp.Child("listenAddresses").Index(j), "%q is not an IP", a)
 		}
+	}
+	if sels, peerIdx := b.Selections(); b.ListenPort != 0 && len(sels) > 1 {
+		add(bp.Child("listenPort"), "sessions can be accepted only when every peer has the same maximumPaths and nodeSelector (bgp.peers[%d] differs from bgp.peers[%d]); leave listenPort out and the CCM dials every peer", peerIdx[1][0], peerIdx[0][0])
 	}
 	peers := map[netip.Addr]bool{}
 	for i := range b.Peers {
@@ -264,12 +249,46 @@ func (c *Config) validateNetwork(add reporter) {
 		if r := p.GracefulRestart.RestartTime.Duration; r > 4095*time.Second || r%time.Second != 0 {
 			add(pp.Child("gracefulRestart", "restartTime"), "%s must be whole seconds up to 4095s", r)
 		}
+		if p.MaximumPaths < 1 || p.MaximumPaths > MaxMaximumPaths {
+			add(pp.Child("maximumPaths"), "%d must be from 1 to %d (set it to the router's ECMP width)", p.MaximumPaths, MaxMaximumPaths)
+		}
+		if p.NodeSelector != nil {
+			checkSelector(add, pp.Child("nodeSelector"), p.NodeSelector)
+		}
 		for j, f := range p.AddressFamilies {
 			if f != FamilyIPv4 && f != FamilyIPv6 {
 				add(pp.Child("addressFamilies").Index(j), "%q is not one of %s, %s", f, FamilyIPv4, FamilyIPv6)
 			} else if slices.Index(p.AddressFamilies, f) != j {
 				add(pp.Child("addressFamilies").Index(j), "%q is listed twice", f)
 			}
+		}
+	}
+}
+
+// checkSelector checks a label selector of the config.
+func checkSelector(add reporter, sp *field.Path, sel *LabelSelector) {
+	for k, v := range sel.MatchLabels {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			add(sp.Child("matchLabels").Key(k), "%q is not a valid label key", k)
+		}
+		checkLabelValue(add, sp.Child("matchLabels").Key(k), v)
+	}
+	for j, e := range sel.MatchExpressions {
+		ep := sp.Child("matchExpressions").Index(j)
+		if msgs := validation.IsQualifiedName(e.Key); len(msgs) > 0 {
+			add(ep.Child("key"), "%q is not a valid label key", e.Key)
+		}
+		switch e.Operator {
+		case "In", "NotIn":
+			if len(e.Values) == 0 {
+				add(ep.Child("values"), "operator %s needs values", e.Operator)
+			}
+		case "Exists", "DoesNotExist":
+			if len(e.Values) > 0 {
+				add(ep.Child("values"), "operator %s takes no values", e.Operator)
+			}
+		default:
+			add(ep.Child("operator"), "%q is not one of In, NotIn, Exists, DoesNotExist", e.Operator)
 		}
 	}
 }

@@ -44,6 +44,9 @@ type Input struct {
 	Serving func(node string) bool
 	// RouteTable is the pod CIDRs to announce, each via its Node.
 	RouteTable []Route
+	// Selections are the routers' choices of next hops: a table of paths
+	// is computed for each.
+	Selections []config.PathSelection
 	// Previous is the state computed last, nil at first: a VIP whose pool
 	// left the config keeps the way and the attributes it was announced
 	// with (a no-export VIP must not start leaking out of the AS).
@@ -55,6 +58,7 @@ type VIP struct {
 	Addr            netip.Addr
 	Namespace, Name string // its Service
 	Pool            string
+	Local           bool // externalTrafficPolicy Local
 	Announce        config.Announce
 	Interface       string // for layer 2
 	Attributes      bgp.Attributes
@@ -69,8 +73,15 @@ type VIP struct {
 // State is what the load balancer should announce.
 type State struct {
 	VIPs []VIP // by address
-	// Routes are the pod-CIDR paths.
-	Routes []bgp.Announcement
+	// Routes are the pod-CIDR paths, each via its Node (routeNodes).
+	Routes     []bgp.Announcement
+	routeNodes []*Node
+	// Tables are the paths each selection of routers is sent, by the
+	// selection's key.
+	Tables map[string][]bgp.Announcement
+	// LeftOut counts the nodes with a ready endpoint of an
+	// externalTrafficPolicy Local VIP that some routers are not sent.
+	LeftOut int
 	// Carrying are the nodes that may carry traffic and pass their health
 	// checks, by name.
 	Carrying []*Node
@@ -85,7 +96,7 @@ func Compute(in Input) *State {
 	lb := in.LoadBalancer
 	st := &State{Interfaces: interfaces(lb)}
 	st.Carrying = healthy(in.Nodes.Carriers, in.Serving)
-	st.Routes = routePaths(in.Routes, in.RouteTable, in.Nodes)
+	st.Routes, st.routeNodes = routePaths(in.Routes, in.RouteTable, in.Nodes)
 	pools := map[string]*config.Pool{}
 	for i := range lb.Pools {
 		pools[lb.Pools[i].Name] = &lb.Pools[i]
@@ -98,7 +109,7 @@ func Compute(in Input) *State {
 			hops = byFamily(withEndpoints(st.Carrying, s.EndpointNodes))
 		}
 		for _, h := range s.VIPs {
-			v := VIP{Addr: h.Addr, Namespace: s.Namespace, Name: s.Name, Pool: h.Pool}
+			v := VIP{Addr: h.Addr, Namespace: s.Namespace, Name: s.Name, Pool: h.Pool, Local: s.Local}
 			if p := pools[h.Pool]; p != nil {
 				v.Announce, v.Attributes = p.Announced(lb), AttributesOf(p.BGP)
 				if v.Announce == config.AnnounceL2 && p.L2 != nil {
@@ -128,6 +139,20 @@ func Compute(in Input) *State {
 		}
 	}
 	slices.SortFunc(st.VIPs, func(a, b VIP) int { return a.Addr.Compare(b.Addr) })
+	st.Tables = map[string][]bgp.Announcement{}
+	leftOut := map[netip.Addr]bool{}
+	for _, sel := range in.Selections {
+		paths, cut := st.table(sel)
+		st.Tables[sel.Key()] = paths
+		for i := range st.VIPs {
+			v := &st.VIPs[i]
+			if c := cut[v.Addr]; len(c) > 0 && !leftOut[v.Addr] {
+				leftOut[v.Addr] = true
+				st.LeftOut += len(c)
+				st.Problems = append(st.Problems, maximumPathsExceeded(v, sel, c))
+			}
+		}
+	}
 	st.Problems = append(st.Problems, in.Nodes.Problems...)
 	return st
 }
@@ -143,16 +168,12 @@ func (s *State) index() map[netip.Addr]*VIP {
 	return out
 }
 
-// BGPPaths are the paths the BGP speaker should hold: the routes and
-// every VIP announced over BGP, via its next hops.
-func (s *State) BGPPaths() []bgp.Announcement {
-	paths := slices.Clone(s.Routes)
-	for i := range s.VIPs {
-		v := &s.VIPs[i]
-		if v.Announce == config.AnnounceBGP {
-			paths = append(paths, bgp.Announcement{Prefix: netip.PrefixFrom(v.Addr, v.Addr.BitLen()), NextHops: v.NextHops, Attributes: v.Attributes})
-		}
+// Paths are the paths the routers of sel are sent (see table).
+func (s *State) Paths(sel config.PathSelection) []bgp.Announcement {
+	if paths, ok := s.Tables[sel.Key()]; ok {
+		return paths
 	}
+	paths, _ := s.table(sel)
 	return paths
 }
 

@@ -178,7 +178,7 @@ func TestModesAndAttributes(t *testing.T) {
 		RouteTable: []Route{{Node: "a", CIDR: netip.MustParsePrefix("10.244.0.0/24")}, {Node: "gone", CIDR: netip.MustParsePrefix("10.244.9.0/24")}}}
 	st := Compute(in)
 	var paths []string
-	for _, p := range st.BGPPaths() {
+	for _, p := range st.Paths(config.PathSelection{MaximumPaths: config.DefaultMaximumPaths}) {
 		paths = append(paths, fmt.Sprint(p.Prefix, p.NextHops, p.Communities))
 	}
 	if want := []string{"10.244.0.0/24 [10.0.0.1] []", "10.1.0.1/32 [10.0.0.1 10.0.0.2] [4294967041]"}; !slices.Equal(paths, want) {
@@ -205,7 +205,7 @@ func TestAVIPWhosePoolWentKeepsItsWay(t *testing.T) {
 		{Namespace: "ns", Name: "lan", VIPs: []Held{{Addr: netip.MustParseAddr("192.168.1.200")}}}}
 	in.Previous = first
 	st := Compute(in)
-	if p := st.BGPPaths(); len(p) != 1 || len(p[0].Communities) != 1 {
+	if p := st.Paths(config.PathSelection{MaximumPaths: config.DefaultMaximumPaths}); len(p) != 1 || len(p[0].Communities) != 1 {
 		t.Errorf("paths %+v, want the VIP with its no-export community", p)
 	}
 	if l2 := st.Layer2(); len(l2) != 1 || l2[0].Interface != "eth0" || st.Interfaces["eth0"] == "" {

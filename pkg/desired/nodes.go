@@ -3,6 +3,7 @@ package desired
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -35,6 +36,10 @@ type Node struct {
 	Err       error
 	IPs       []netip.Addr // next-hop addresses: InternalIPs (or ExternalIPs), one per family
 	MACs      []net.HardwareAddr
+	// Labels are its machine's inventory labels with its zone and region
+	// (the defaults' for an unlisted Node): what a router's nodeSelector
+	// matches. Never the Node's own labels, which its kubelet may write.
+	Labels map[string]string
 }
 
 // Pin is the addresses a Node (by UID) was first seen initialised with.
@@ -101,6 +106,10 @@ func judge(node *v1.Node, inv *inventory.Inventory, pins map[string]Pin) (*Node,
 	}
 	if m != nil {
 		j.Machine, j.MACs = m.Name, machineMACs(m)
+		j.Labels = inventoryLabels(m.Labels, m.Zone, m.Region)
+	} else {
+		d := inv.Defaults()
+		j.Labels = inventoryLabels(nil, d.Zone, d.Region)
 	}
 	usable, dropped := usableAddresses(addrs)
 	j.Addresses, j.IPs = usable, nodeIPs(usable)
@@ -111,6 +120,18 @@ func judge(node *v1.Node, inv *inventory.Inventory, pins map[string]Pin) (*Node,
 	msg := fmt.Sprintf("the Node's addresses %v are loopback, link-local, multicast or unspecified: no load-balancer or route traffic and no health check goes to them", dropped)
 	return j, &report.Problem{Reason: "NodeAddressNotUsable", Object: report.Node(node.Name),
 		Log: "Node addresses not used", LogValues: []any{"reason", "NodeAddressNotUsable", "detail", msg}, Message: msg}
+}
+
+func inventoryLabels(labels map[string]string, zone, region string) map[string]string {
+	out := make(map[string]string, len(labels)+2)
+	maps.Copy(out, labels)
+	if zone != "" {
+		out[v1.LabelTopologyZone] = zone
+	}
+	if region != "" {
+		out[v1.LabelTopologyRegion] = region
+	}
+	return out
 }
 
 // pinnedOf is the addresses node was initialised with; an error once they

@@ -35,17 +35,21 @@ func RouteNextHop(rt *config.Routes, r Route, node *Node) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("route %s to Node %s: the Node has no %s of that family (routes.nextHopAddressType)", r.CIDR, r.Node, want)
 }
 
-// routePaths are the BGP paths of the routes whose Node has a next hop.
-func routePaths(rt *config.Routes, table []Route, nodes Nodes) []bgp.Announcement {
+// routePaths are the BGP paths of the routes whose Node has a next hop,
+// and those Nodes.
+func routePaths(rt *config.Routes, table []Route, nodes Nodes) ([]bgp.Announcement, []*Node) {
 	if rt == nil {
-		return nil
+		return nil, nil
 	}
 	attrs := AttributesOf(rt.BGP)
 	paths := make([]bgp.Announcement, 0, len(table))
+	via := make([]*Node, 0, len(table))
 	for _, r := range table {
-		if hop, err := RouteNextHop(rt, r, nodes.ByName[r.Node]); err == nil {
+		node := nodes.ByName[r.Node]
+		if hop, err := RouteNextHop(rt, r, node); err == nil {
 			paths = append(paths, bgp.Announcement{Prefix: r.CIDR, NextHops: []netip.Addr{hop}, Attributes: attrs})
+			via = append(via, node)
 		}
 	}
-	return paths
+	return paths, via
 }

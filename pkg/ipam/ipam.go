@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 )
@@ -113,7 +112,7 @@ func (a *Allocator) SetPools(pools []config.Pool) []netip.Addr {
 			}
 		}
 		if sel := cfg.ServiceSelector; sel != nil {
-			p.selector = toSelector(sel)
+			p.selector = sel.Selector()
 		}
 		a.pools = append(a.pools, p)
 	}
@@ -130,17 +129,6 @@ func (a *Allocator) Outside() []netip.Addr {
 	}
 	slices.SortFunc(outside, netip.Addr.Compare)
 	return outside
-}
-
-func toSelector(sel *config.LabelSelector) labels.Selector {
-	s := labels.SelectorFromSet(sel.MatchLabels)
-	for _, e := range sel.MatchExpressions {
-		op := map[string]selection.Operator{"In": selection.In, "NotIn": selection.NotIn, "Exists": selection.Exists, "DoesNotExist": selection.DoesNotExist}[e.Operator]
-		if r, err := labels.NewRequirement(e.Key, op, e.Values); err == nil {
-			s = s.Add(*r)
-		}
-	}
-	return s
 }
 
 // Addresses returns what the Service holds.

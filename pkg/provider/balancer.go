@@ -202,8 +202,16 @@ func (b *balancer) converge() error {
 		return err != nil || st.Holds(vip)
 	})
 	vipsWithoutNextHops.Set(float64(st.Unannounced()))
+	endpointNodesLeftOut.Set(float64(st.LeftOut))
 	b.l2.Apply(st)
-	return b.bgp.Apply(st.BGPPaths())
+	return b.bgp.Apply(st.Tables)
+}
+
+// selections are the routers' choices of next hops in cfg: one table of
+// paths is computed for each.
+func selections(cfg *config.Config) []config.PathSelection {
+	sels, _ := cfg.BGP.Selections()
+	return sels
 }
 
 // compute is the desired state of the cluster as this replica sees it: a
@@ -241,6 +249,7 @@ func (b *balancer) input() desired.Input {
 		Services:     services,
 		Serving:      b.health.verdicts(checked, nodes.Carriers),
 		RouteTable:   b.routes.table(),
+		Selections:   selections(b.cfg),
 		Previous:     b.last,
 	}
 }

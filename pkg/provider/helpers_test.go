@@ -8,18 +8,19 @@ import (
 	"sync"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
 
 // desiredPaths converges c once, as its loop would, and returns the BGP
-// table it hands its speaker.
+// table it hands the speaker of the default selection.
 func desiredPaths(c *Cloud) []bgp.Announcement {
 	if err := c.lb.converge(); err != nil {
 		panic(err)
 	}
 	c.lb.mu.Lock()
 	defer c.lb.mu.Unlock()
-	return c.lb.last.BGPPaths()
+	return c.lb.last.Paths(config.PathSelection{MaximumPaths: config.DefaultMaximumPaths})
 }
 
 // announcedVIPs is each VIP c announces over BGP, with its next hops.

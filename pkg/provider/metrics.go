@@ -32,7 +32,7 @@ var (
 
 // Metrics are every metric of this provider, its announcers' included.
 func Metrics() []metrics.Registerable {
-	own := []metrics.Registerable{configReloads, configValid, vipsWithoutNextHops, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
+	own := []metrics.Registerable{configReloads, configValid, vipsWithoutNextHops, endpointNodesLeftOut, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
 	return slices.Concat(own, bgpannouncer.Metrics(), l2announcer.Metrics())
 }
 
@@ -52,6 +52,12 @@ var (
 		Subsystem:      "baremetal_load_balancer",
 		Name:           "vips_without_next_hops",
 		Help:           "VIPs in Service status that are not announced, as no eligible node can carry them (none of their family, or for externalTrafficPolicy Local none with a ready endpoint).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	endpointNodesLeftOut = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_load_balancer",
+		Name:           "endpoint_nodes_left_out",
+		Help:           "Nodes with a ready endpoint of an externalTrafficPolicy Local VIP that some routers are not sent, as the VIP has more such nodes than their maximumPaths: those endpoints get none of the VIP's traffic through those routers (summed over VIPs).",
 		StabilityLevel: metrics.ALPHA,
 	})
 	healthProbes = metrics.NewCounterVec(&metrics.CounterOpts{

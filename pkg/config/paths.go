@@ -1,0 +1,62 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+)
+
+// DefaultMaximumPaths is a peer's maximumPaths when it sets none: the ECMP
+// width of the routers' recipes (FRR's `maximum-paths 16`).
+const DefaultMaximumPaths = 16
+
+// PathSelection is which of a VIP's nodes a router is sent as next hops:
+// at most MaximumPaths of those NodeSelector matches.
+type PathSelection struct {
+	MaximumPaths int
+	NodeSelector *LabelSelector // nil: every node
+}
+
+// Selection is the peer's choice of next hops.
+func (p *Peer) Selection() PathSelection {
+	return PathSelection{MaximumPaths: p.MaximumPaths, NodeSelector: p.NodeSelector}
+}
+
+// Key names the selection: peers with equal keys are sent the same paths.
+func (s PathSelection) Key() string {
+	if s.NodeSelector == nil {
+		return fmt.Sprint(s.MaximumPaths)
+	}
+	return fmt.Sprintf("%d %s", s.MaximumPaths, s.NodeSelector.Selector())
+}
+
+// Selections are the distinct selections of the peers, in the order they
+// first appear, each with the indexes of its peers.
+func (b *BGP) Selections() (sels []PathSelection, peers [][]int) {
+	var keys []string
+	for i := range b.Peers {
+		s := b.Peers[i].Selection()
+		k := slices.Index(keys, s.Key())
+		if k < 0 {
+			keys, sels, peers = append(keys, s.Key()), append(sels, s), append(peers, nil)
+			k = len(keys) - 1
+		}
+		peers[k] = append(peers[k], i)
+	}
+	return sels, peers
+}
+
+// Selector is the label selector as Kubernetes evaluates it; a valid
+// config has no requirement it cannot express.
+func (sel *LabelSelector) Selector() labels.Selector {
+	s := labels.SelectorFromSet(sel.MatchLabels)
+	for _, e := range sel.MatchExpressions {
+		op := map[string]selection.Operator{"In": selection.In, "NotIn": selection.NotIn, "Exists": selection.Exists, "DoesNotExist": selection.DoesNotExist}[e.Operator]
+		if r, err := labels.NewRequirement(e.Key, op, e.Values); err == nil {
+			s = s.Add(*r)
+		}
+	}
+	return s
+}

@@ -1,0 +1,119 @@
+package desired
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/rendezvous"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
+)
+
+// Which of a VIP's nodes each router is sent. A router installs at most
+// its ECMP width of a prefix's paths, and one offered more picks the same
+// few for every VIP (FRR: the first received, then the lowest addresses),
+// so a handful of nodes would carry every VIP. Each router is sent its
+// maximumPaths of the nodes its nodeSelector matches, chosen per VIP by
+// rendezvous hashing: different VIPs on different nodes, the same choice
+// on every replica, and a node that goes moves only the VIPs it carried.
+
+// table is the paths of one selection, and for each VIP of
+// externalTrafficPolicy Local the nodes with a ready endpoint it leaves out.
+func (s *State) table(sel config.PathSelection) (paths []bgp.Announcement, leftOut map[netip.Addr][]string) {
+	var matches func(*Node) bool
+	if sel.NodeSelector != nil {
+		selector, memo := sel.NodeSelector.Selector(), map[*Node]bool{}
+		matches = func(n *Node) bool {
+			m, ok := memo[n]
+			if !ok {
+				m = selector.Matches(labels.Set(n.Labels))
+				memo[n] = m
+			}
+			return m
+		}
+	}
+	for i, r := range s.Routes {
+		if matches == nil || matches(s.routeNodes[i]) {
+			paths = append(paths, r)
+		}
+	}
+	for i := range s.VIPs {
+		v := &s.VIPs[i]
+		if v.Announce != config.AnnounceBGP {
+			continue
+		}
+		hops := v.NextHops
+		if matches != nil || len(v.Carriers) > sel.MaximumPaths {
+			nodes := v.Carriers
+			if matches != nil {
+				nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *Node) bool { return !matches(n) })
+			}
+			var cut []string
+			nodes, cut = pick(v.Addr, nodes, sel.MaximumPaths)
+			if v.Local && len(cut) > 0 {
+				if leftOut == nil {
+					leftOut = map[netip.Addr][]string{}
+				}
+				leftOut[v.Addr] = cut
+			}
+			hops = addrsOf(nodes, v.Addr.Is4())
+		}
+		// Without next hops too: the speaker withdraws it.
+		paths = append(paths, bgp.Announcement{Prefix: netip.PrefixFrom(v.Addr, v.Addr.BitLen()), NextHops: hops, Attributes: v.Attributes})
+	}
+	return paths, leftOut
+}
+
+// pick is the n of nodes vip is sent via, and the names of those left out.
+func pick(vip netip.Addr, nodes []*Node, n int) (kept []*Node, cut []string) {
+	if len(nodes) <= n {
+		return nodes, nil
+	}
+	names := make([]string, len(nodes))
+	for i, node := range nodes {
+		names[i] = node.Name
+	}
+	top := rendezvous.Top(vip, names, n)
+	chosen := make([]bool, len(nodes))
+	for _, i := range top {
+		chosen[i] = true
+	}
+	for i, node := range nodes {
+		if chosen[i] {
+			kept = append(kept, node)
+		} else {
+			cut = append(cut, node.Name)
+		}
+	}
+	return kept, cut
+}
+
+// addrsOf are the nodes' addresses of one family, sorted.
+func addrsOf(nodes []*Node, v4 bool) []netip.Addr {
+	out := make([]netip.Addr, 0, len(nodes))
+	for _, n := range nodes {
+		if i := slices.IndexFunc(n.IPs, func(ip netip.Addr) bool { return ip.Is4() == v4 }); i >= 0 {
+			out = append(out, n.IPs[i])
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+func maximumPathsExceeded(v *VIP, sel config.PathSelection, cut []string) report.Problem {
+	slices.Sort(cut)
+	routers := fmt.Sprintf("the routers with maximumPaths %d", sel.MaximumPaths)
+	if sel.NodeSelector != nil {
+		routers += fmt.Sprintf(" and nodeSelector %q", sel.NodeSelector.Selector().String())
+	}
+	return report.Problem{Reason: "MaximumPathsExceeded", Object: report.Service(v.Namespace, v.Name), Subject: v.Addr.String(),
+		Log: "Nodes with a ready endpoint are not sent to a router: it installs fewer paths per VIP", LogValues: []any{"address", v.Addr, "maximumPaths", sel.MaximumPaths, "nodes", cut},
+		Message: fmt.Sprintf("address %s: %d nodes with a ready endpoint (%s) are not sent to %s, which install that many paths per VIP: with externalTrafficPolicy Local their endpoints get none of this address's traffic through those routers; raise bgp.peers[].maximumPaths if the routers install more, or run the Service's endpoints on fewer nodes",
+			v.Addr, len(cut), strings.Join(cut, ", "), routers),
+		Resolved: "every node with a ready endpoint is sent to the routers again"}
+}
