@@ -117,8 +117,16 @@ func TestLeafSpine(t *testing.T) {
 	}
 	var cfg strings.Builder
 	cfg.WriteString(peers.Text + "inventory:\n  machines:\n")
-	for _, n := range all {
-		fmt.Fprintf(&cfg, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
+	for r, rk := range racks {
+		for _, n := range rk.nodes {
+			fmt.Fprintf(&cfg, "  - name: %s\n    zone: rack%d\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, r+1, n.ip)
+		}
+	}
+	// Each ToR logs every path it receives and every one it drops.
+	for _, rk := range racks {
+		if out, err := tors[rk].Vtysh("configure terminal", "log stdout debugging", "end", "debug bgp updates in"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
 	}
 	cfgFile := filepath.Join(t.TempDir(), "cloud.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
@@ -228,15 +236,32 @@ func TestLeafSpine(t *testing.T) {
 		return true, ""
 	})
 	connect("a client behind the spine", all)
+	// The ToRs were sent their own racks' paths only: their next-hop
+	// filters dropped nothing from the CCM's sessions.
+	for _, rk := range racks {
+		fromCCM := 0
+		for _, line := range strings.Split(tors[rk].BgpdLogs(), "\n") {
+			if !slices.ContainsFunc(racks, func(r *rack) bool { return strings.Contains(line, " "+r.cpIP+"(") && strings.Contains(line, " rcvd ") }) {
+				continue
+			}
+			fromCCM++
+			if strings.Contains(line, "DENIED") {
+				t.Errorf("%s was sent a path its rack filter dropped: %s", rk.tor.Name, line)
+			}
+		}
+		if fromCCM == 0 {
+			t.Errorf("%s logged no UPDATE received from the CCM: the check above proved nothing", rk.tor.Name)
+		}
+	}
 
 	// The status page of each replica says the same: the VIP's Service, the
-	// four nodes, and both ToRs sent every node's path over sessions that
-	// took ADD-PATH; the pod-CIDR routes.
+	// four nodes, and each ToR sent its rack's over sessions that took
+	// ADD-PATH; the pod-CIDR routes.
 	var names, ips []string
 	for _, n := range all {
 		names, ips = append(names, n.name), append(ips, n.ip)
 	}
-	wantRouters := []provider.RouterPaths{{Router: "10.0.255.1", NextHops: ips}, {Router: "10.0.255.2", NextHops: ips}}
+	wantRouters := []provider.RouterPaths{{Router: "10.0.255.1", NextHops: ips[:2]}, {Router: "10.0.255.2", NextHops: ips[2:]}}
 	for _, rk := range racks {
 		framework.Eventually(t, 60*time.Second, "the status page of the replica in "+rk.cp.Name, func() (bool, string) {
 			st := status(t, rk.cp, vip)
@@ -246,24 +271,32 @@ func TestLeafSpine(t *testing.T) {
 			v := st.VIPs[0]
 			if v.Service != "default/leafspine" || v.Announce != "bgp" || !slices.Equal(v.Nodes, names) || !slices.Equal(v.NextHops, ips) ||
 				!reflect.DeepEqual(v.Routers, wantRouters) || len(v.Problems) > 0 {
-				return false, fmt.Sprintf("%+v, want Service default/leafspine, nodes %v, both routers sent %v, no problem", v, names, ips)
+				return false, fmt.Sprintf("%+v, want Service default/leafspine, nodes %v, routers sent %+v, no problem", v, names, wantRouters)
 			}
 			if len(st.Routers) != 2 || st.Replica.Ready != "ok" {
 				return false, fmt.Sprintf("%d routers, ready %q; want 2, ok", len(st.Routers), st.Replica.Ready)
 			}
 			// The whole page (the API server is shared with other tests'
 			// Services and Nodes): each router is sent every VIP with next
-			// hops and every route, among them each node's pod CIDR.
+			// hops (each has the four nodes) and the routes of its rack's
+			// nodes.
 			whole := status(t, rk.cp, "")
-			prefixes := len(whole.Routes)
+			vips := 0
 			for _, v := range whole.VIPs {
 				if v.Announce == "bgp" && len(v.NextHops) > 0 {
-					prefixes++
+					vips++
 				}
 			}
 			for _, r := range whole.Routers {
+				prefixes := vips
+				for _, rt := range whole.Routes {
+					if want := slices.IndexFunc(wantRouters, func(w provider.RouterPaths) bool { return w.Router == r.Address }); want >= 0 &&
+						len(rt.NextHops) == 1 && slices.Contains(wantRouters[want].NextHops, rt.NextHops[0]) {
+						prefixes++
+					}
+				}
 				if r.State != "established" || !r.AddPath || r.Prefixes != prefixes || r.Error != "" {
-					return false, fmt.Sprintf("router %+v, want established, with ADD-PATH, sent the %d prefixes of the page", r, prefixes)
+					return false, fmt.Sprintf("router %+v, want established, with ADD-PATH, sent the %d VIPs of the page and its rack's routes (%d prefixes)", r, vips, prefixes)
 				}
 			}
 			for _, n := range all {
