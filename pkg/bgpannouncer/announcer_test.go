@@ -81,7 +81,9 @@ func speaking(t *testing.T, cfg *config.Config, applied func([]bgp.Peer)) (*Anno
 		}
 		return nil
 	}
-	t.Cleanup(func() { applyPeers = orig })
+	origStop := stopSpeaker
+	stopSpeaker = func(*bgp.Speaker) {}
+	t.Cleanup(func() { applyPeers, stopSpeaker = orig, origStop })
 	return a, ev
 }
 
@@ -337,5 +339,32 @@ func TestAPILossIsTheWholeGrace(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the replica never gave up on an API server that stopped answering")
 		}
+	}
+}
+
+// A reload that changes the peers' selection hands the new selection the
+// old one's speaker: the sessions stay. A peer moving to a selection that
+// has a speaker already moves to it.
+func TestANewSelectionTakesOverTheSpeaker(t *testing.T) {
+	var applied [][]string
+	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500, maximumPaths: 4}, {address: 192.0.2.2, asn: 64500}"), func(peers []bgp.Peer) {
+		var names []string
+		for _, p := range peers {
+			names = append(names, p.Address.String())
+		}
+		applied = append(applied, names)
+	})
+	a.setPeers(context.Background())
+	four, sixteen := a.speakers["4"], a.speakers["16"]
+	if four == nil || sixteen == nil || four == sixteen {
+		t.Fatalf("speakers %v, want one for each selection", a.speakers)
+	}
+	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500, maximumPaths: 3}, {address: 192.0.2.2, asn: 64500}"))
+	if a.speakers["3"] != four || a.speakers["4"] != nil || a.speakers["16"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != four {
+		t.Errorf("after maximumPaths 4 became 3: speakers %v; want the speaker of 4 now the speaker of 3, with its peer", a.speakers)
+	}
+	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500}"))
+	if len(a.speakers) != 1 || a.speakers["16"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != sixteen {
+		t.Errorf("after 192.0.2.1 joined the default selection: speakers %v; want the default's alone, with both peers", a.speakers)
 	}
 }

@@ -75,8 +75,9 @@ func (b *peerBook) stopped() {
 // peer set back after the reload's. The metric series of a peer that left
 // are deleted with it.
 //
-// A peer whose selection changed moves to another speaker: it is first
-// taken from its old one (a speaker whose selection is gone stops
+// A peer whose selection changed keeps its speaker when its new selection
+// takes that speaker over (see below); otherwise it moves to another: it
+// is first taken from its old one (a speaker whose selection is gone stops
 // gracefully, so its routers keep its paths until the new session's
 // End-of-RIB), then given to the new one, never to both at once.
 func (a *Announcer) setPeers(ctx context.Context) {
@@ -115,6 +116,52 @@ func (a *Announcer) setPeers(ctx context.Context) {
 	a.peers.wanted = wanted
 	a.peers.mu.Unlock()
 
+	// A selection that replaces one gone (a reload changed its peers'
+	// maximumPaths or nodeSelector) takes over the speaker of the peers it
+	// shares most with: their sessions stay, and the new table replaces
+	// the old one path by path. A new speaker instead would restart them,
+	// and FRR (8.4) keeps the ADD-PATH paths of a restarted session that
+	// are not sent again as stale, in use, after its End-of-RIB.
+	for _, sel := range sels {
+		key := sel.Key()
+		if speakers[key] != nil {
+			continue
+		}
+		best, shared := "", 0
+		for old, s := range speakers {
+			if _, stays := next[old]; stays {
+				continue
+			}
+			n := 0
+			for _, p := range next[key] {
+				if speakerOf[p.Address] == s {
+					n++
+				}
+			}
+			if n > shared || (n == shared && n > 0 && old < best) {
+				best, shared = old, n
+			}
+		}
+		if best == "" {
+			continue
+		}
+		s := speakers[best]
+		delete(speakers, best)
+		speakers[key] = s
+		a.applyMu.Lock()
+		a.mu.Lock()
+		delete(a.speakers, best)
+		a.speakers[key] = s
+		paths, ok := a.tables[key]
+		a.mu.Unlock()
+		if ok {
+			if err := a.setPaths(s, paths); err != nil {
+				klog.ErrorS(err, "Converging BGP paths to a new selection")
+			}
+		}
+		a.applyMu.Unlock()
+	}
+
 	// Peers leave their old speakers first.
 	for key, s := range speakers {
 		var staying []bgp.Peer
@@ -140,7 +187,7 @@ func (a *Announcer) setPeers(ctx context.Context) {
 		if err := applyPeers(ctx, s, moved); err != nil {
 			klog.ErrorS(err, "Configuring BGP peers")
 		}
-		s.Stop(context.Background(), true)
+		stopSpeaker(s)
 		a.mu.Lock()
 		delete(a.speakers, key)
 		a.mu.Unlock()
@@ -178,6 +225,9 @@ func (a *Announcer) setPeers(ctx context.Context) {
 	a.peers.inForce, a.peers.speakerOf = applied, owners
 	a.peers.mu.Unlock()
 }
+
+// stopSpeaker ends a speaker's sessions gracefully.
+var stopSpeaker = func(s *bgp.Speaker) { s.Stop(context.Background(), true) }
 
 // applyPeers hands the speaker its peers.
 var applyPeers = func(ctx context.Context, s *bgp.Speaker, peers []bgp.Peer) error { return s.SetPeers(ctx, peers) }

@@ -160,4 +160,43 @@ func TestNextHopsPerRouter(t *testing.T) {
 		}
 	}
 	t.Logf("%s carried %d of %d VIPs; only their routes changed", dead.name, moved, len(vips))
+
+	// The peer's maximumPaths lowered at a reload: the new selection takes
+	// over the old one's speaker, so the session stays and each VIP loses
+	// one of its 4 next hops by a withdrawal; no VIP's route is deleted on
+	// the way. (A new speaker for it, with a new session, left FRR with a
+	// stale fourth path per VIP in use long after the End-of-RIB.)
+	from = monitor.LogSize()
+	lowered := strings.Replace(cfg.String(), fmt.Sprintf("maximumPaths: %d", width), "maximumPaths: 3", 1)
+	if lowered == cfg.String() {
+		t.Fatal("the page's config sets no maximumPaths")
+	}
+	if err := os.WriteFile(cfgFile, []byte(lowered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 90*time.Second, "every VIP via 3 of the nodes it had", func() (bool, string) {
+		out, _ := router.IP("-4", "route")
+		for _, vip := range vips {
+			hops := vias(routeLines(out, vip))
+			if len(hops) != 3 {
+				rib, _ := frr.Vtysh("show bgp ipv4 unicast " + vip)
+				return false, fmt.Sprintf("%s via %v, want 3 next hops\n%s", vip, hops, rib)
+			}
+			for _, h := range hops {
+				if !slices.Contains(after[vip], h) {
+					return false, fmt.Sprintf("%s via %v, want 3 of %v", vip, hops, after[vip])
+				}
+			}
+		}
+		return true, ""
+	})
+	for _, line := range strings.Split(monitor.Logs()[from:], "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Deleted" && slices.Contains(vips, f[1]) {
+			t.Errorf("the router deleted a VIP's route while the peer moved to another speaker: %q", line)
+		}
+	}
+	// One session all along: the new table replaced the old path by path.
+	if n := strings.Count(ccm.Logs(), `state="established"`); n != 1 {
+		t.Errorf("the CCM's session was established %d times, want once: a reload of maximumPaths restarted it", n)
+	}
 }
