@@ -145,3 +145,31 @@ func BenchmarkTop(b *testing.B) {
 		Top(vip, nodes, 16)
 	}
 }
+
+// The spread docs/concepts.md gives: over 12 nodes with 4 places per
+// address, the most and least loaded nodes' ratio shrinks as addresses
+// grow (sequential addresses, as a pool hands them out).
+func TestSpreadBySize(t *testing.T) {
+	nodes := names(12)
+	for _, tc := range []struct {
+		addrs int
+		most  float64
+	}{{600, 1.35}, {6000, 1.12}} {
+		count := map[string]int{}
+		for i := range tc.addrs {
+			vip := netip.AddrFrom4([4]byte{10, 2, byte(i / 256), byte(i)})
+			for _, n := range pick(vip, nodes, 4) {
+				count[n]++
+			}
+		}
+		least, most := tc.addrs, 0
+		for _, n := range nodes {
+			least, most = min(least, count[n]), max(most, count[n])
+		}
+		ratio := float64(most) / float64(least)
+		t.Logf("%d addresses: max/min %d/%d = %.2f", tc.addrs, most, least, ratio)
+		if ratio > tc.most {
+			t.Errorf("%d addresses: max/min %.2f, want at most %.2f", tc.addrs, ratio, tc.most)
+		}
+	}
+}
