@@ -12,7 +12,9 @@ import (
 )
 
 // BenchmarkCompute is one convergence's pure part at the size the README
-// claims: 100 nodes and 1,000 Services, and 1,000 nodes and 5,000.
+// claims: 100 nodes and 1,000 Services, and 1,000 nodes and 5,000; with
+// the routers' table of the default maximumPaths (16), each VIP's 16 of
+// its nodes by rendezvous hashing.
 func BenchmarkCompute(b *testing.B) {
 	for _, size := range []struct{ nodes, services int }{{100, 1000}, {1000, 5000}} {
 		b.Run(fmt.Sprintf("nodes=%d,services=%d", size.nodes, size.services), func(b *testing.B) {
@@ -30,13 +32,17 @@ func BenchmarkCompute(b *testing.B) {
 				services = append(services, Service{Namespace: "ns", Name: fmt.Sprint("s", i), VIPs: []Held{{Addr: vip, Pool: "site"}}})
 			}
 			inv := inventory.New(cfg.Inventory)
+			sel := config.PathSelection{MaximumPaths: config.DefaultMaximumPaths}
 			b.ReportAllocs()
 			var last *State
 			for b.Loop() {
-				last = Compute(Input{LoadBalancer: &cfg.LoadBalancer, Nodes: Judge(nodes, inv, nil), Services: services, Previous: last})
+				last = Compute(Input{LoadBalancer: &cfg.LoadBalancer, Nodes: Judge(nodes, inv, nil), Services: services, Previous: last, Selections: []config.PathSelection{sel}})
 			}
 			if len(last.VIPs) != size.services || len(last.VIPs[0].NextHops) != size.nodes {
 				b.Fatalf("%d VIPs via %d nodes", len(last.VIPs), len(last.VIPs[0].NextHops))
+			}
+			if table := last.Tables[sel.Key()]; len(table) != size.services || len(table[0].NextHops) != sel.MaximumPaths {
+				b.Fatalf("the routers' table: %d prefixes, the first via %d nodes", len(table), len(table[0].NextHops))
 			}
 		})
 	}

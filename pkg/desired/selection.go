@@ -37,6 +37,11 @@ func (s *State) table(sel config.PathSelection) (paths []bgp.Announcement, leftO
 			return m
 		}
 	}
+	type carriers struct {
+		nodes []*Node
+		names []string
+	}
+	shared := map[carriersKey]carriers{}
 	for i, r := range s.Routes {
 		if matches == nil || matches(s.routeNodes[i]) {
 			paths = append(paths, r)
@@ -49,12 +54,25 @@ func (s *State) table(sel config.PathSelection) (paths []bgp.Announcement, leftO
 		}
 		hops := v.NextHops
 		if matches != nil || len(v.Carriers) > sel.MaximumPaths {
-			nodes := v.Carriers
-			if matches != nil {
-				nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *Node) bool { return !matches(n) })
+			// VIPs of one family and traffic policy share their carriers:
+			// the selected ones and their names are made once.
+			k := carriersKey{len(v.Carriers), nil}
+			if len(v.Carriers) > 0 {
+				k.first = &v.Carriers[0]
 			}
-			var cut []string
-			nodes, cut = pick(v.Addr, nodes, sel.MaximumPaths)
+			c, ok := shared[k]
+			if !ok {
+				c.nodes = v.Carriers
+				if matches != nil {
+					c.nodes = slices.DeleteFunc(slices.Clone(c.nodes), func(n *Node) bool { return !matches(n) })
+				}
+				c.names = make([]string, len(c.nodes))
+				for i, n := range c.nodes {
+					c.names[i] = n.Name
+				}
+				shared[k] = c
+			}
+			nodes, cut := pick(v.Addr, c.nodes, c.names, sel.MaximumPaths, v.Local)
 			if v.Local && len(cut) > 0 {
 				if leftOut == nil {
 					leftOut = map[netip.Addr][]string{}
@@ -69,25 +87,28 @@ func (s *State) table(sel config.PathSelection) (paths []bgp.Announcement, leftO
 	return paths, leftOut
 }
 
-// pick is the n of nodes vip is sent via, and the names of those left out.
-func pick(vip netip.Addr, nodes []*Node, n int) (kept []*Node, cut []string) {
+// carriersKey tells one carriers slice from another.
+type carriersKey struct {
+	n     int
+	first **Node
+}
+
+// pick is the n of nodes (named names) vip is sent via, and if wanted the
+// names of those left out.
+func pick(vip netip.Addr, nodes []*Node, names []string, n int, wantCut bool) (kept []*Node, cut []string) {
 	if len(nodes) <= n {
 		return nodes, nil
 	}
-	names := make([]string, len(nodes))
-	for i, node := range nodes {
-		names[i] = node.Name
-	}
 	top := rendezvous.Top(vip, names, n)
-	chosen := make([]bool, len(nodes))
-	for _, i := range top {
-		chosen[i] = true
+	kept = make([]*Node, len(top))
+	for i, j := range top {
+		kept[i] = nodes[j]
 	}
-	for i, node := range nodes {
-		if chosen[i] {
-			kept = append(kept, node)
-		} else {
-			cut = append(cut, node.Name)
+	if wantCut {
+		for _, node := range nodes {
+			if !slices.Contains(kept, node) {
+				cut = append(cut, node.Name)
+			}
 		}
 	}
 	return kept, cut
