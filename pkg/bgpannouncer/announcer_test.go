@@ -355,16 +355,16 @@ func TestANewSelectionTakesOverTheSpeaker(t *testing.T) {
 		applied = append(applied, names)
 	})
 	a.setPeers(context.Background())
-	four, sixteen := a.speakers["4"], a.speakers["16"]
+	four, sixteen := a.speakers["4"], a.speakers["255"]
 	if four == nil || sixteen == nil || four == sixteen {
 		t.Fatalf("speakers %v, want one for each selection", a.speakers)
 	}
 	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500, maximumPaths: 3}, {address: 192.0.2.2, asn: 64500}"))
-	if a.speakers["3"] != four || a.speakers["4"] != nil || a.speakers["16"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != four {
+	if a.speakers["3"] != four || a.speakers["4"] != nil || a.speakers["255"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != four {
 		t.Errorf("after maximumPaths 4 became 3: speakers %v; want the speaker of 4 now the speaker of 3, with its peer", a.speakers)
 	}
 	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500}"))
-	if len(a.speakers) != 1 || a.speakers["16"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != sixteen {
+	if len(a.speakers) != 1 || a.speakers["255"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != sixteen {
 		t.Errorf("after 192.0.2.1 joined the default selection: speakers %v; want the default's alone, with both peers", a.speakers)
 	}
 }

@@ -165,7 +165,7 @@ type Peer struct {
 	// MaximumPaths is the most paths of one prefix the router installs
 	// (its ECMP width, FRR's maximum-paths): each VIP is sent that many of
 	// its nodes, chosen by rendezvous hashing, so that different VIPs use
-	// different nodes. Left out: 16 (DefaultMaximumPaths).
+	// different nodes. Left out: 255, every eligible node (DefaultMaximumPaths).
 	MaximumPaths int `yaml:"maximumPaths"`
 	// NodeSelector, if set, limits the next hops the router is sent to the
 	// nodes whose machines' inventory labels match (with their zone and

@@ -8,9 +8,14 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 )
 
-// DefaultMaximumPaths is a peer's maximumPaths when it sets none: the ECMP
-// width of the routers' recipes (FRR's `maximum-paths 16`).
-const DefaultMaximumPaths = 16
+// DefaultMaximumPaths is a peer's maximumPaths when it sets none: every
+// eligible node, up to GoBGP's limit. Not a router's width: after a
+// restart, FRR 8.4 keeps as stale (and in use) the ADD-PATH paths of a
+// prefix the restarted speaker does not send again, and GoBGP numbers a
+// prefix's paths anew for every next hop it ever had, so a subset that
+// changed while the CCM ran (nodes joining, health flaps) leaves paths via
+// nodes no longer chosen. Until that is solved, a site opts in.
+const DefaultMaximumPaths = MaxMaximumPaths
 
 // PathSelection is which of a VIP's nodes a router is sent as next hops:
 // at most MaximumPaths of those NodeSelector matches.

@@ -13,8 +13,8 @@ import (
 
 // BenchmarkCompute is one convergence's pure part at the size the README
 // claims: 100 nodes and 1,000 Services, and 1,000 nodes and 5,000; with
-// the routers' table of the default maximumPaths (16), each VIP's 16 of
-// its nodes by rendezvous hashing.
+// the routers' table of maximumPaths 16, each VIP's 16 of its nodes by
+// rendezvous hashing.
 func BenchmarkCompute(b *testing.B) {
 	for _, size := range []struct{ nodes, services int }{{100, 1000}, {1000, 5000}} {
 		b.Run(fmt.Sprintf("nodes=%d,services=%d", size.nodes, size.services), func(b *testing.B) {
@@ -32,7 +32,7 @@ func BenchmarkCompute(b *testing.B) {
 				services = append(services, Service{Namespace: "ns", Name: fmt.Sprint("s", i), VIPs: []Held{{Addr: vip, Pool: "site"}}})
 			}
 			inv := inventory.New(cfg.Inventory)
-			sel := config.PathSelection{MaximumPaths: config.DefaultMaximumPaths}
+			sel := config.PathSelection{MaximumPaths: 16}
 			b.ReportAllocs()
 			var last *State
 			for b.Loop() {

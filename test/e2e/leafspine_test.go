@@ -245,7 +245,9 @@ func TestLeafSpine(t *testing.T) {
 				continue
 			}
 			fromCCM++
-			if strings.Contains(line, "DENIED") {
+			// Other tests' Services (the API server is shared) are outside
+			// the page's pool: the prefix filter drops those.
+			if strings.Contains(line, "DENIED") && (strings.Contains(line, "about 10.0.100.") || strings.Contains(line, "about 10.244.")) {
 				t.Errorf("%s was sent a path its rack filter dropped: %s", rk.tor.Name, line)
 			}
 		}
