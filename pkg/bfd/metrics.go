@@ -1,0 +1,56 @@
+package bfd
+
+import (
+	"net/netip"
+
+	"k8s.io/component-base/metrics"
+)
+
+var (
+	sessionUp = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_bfd",
+		Name:           "session_up",
+		Help:           "1 while the BFD session with the router is Up, else 0.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer"})
+	sessionDowns = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_bfd",
+		Name:           "session_downs_total",
+		Help:           "Times the BFD session with the router fell from Up, by diagnostic (detection_time_expired: the router went silent; neighbor_signaled_down: it said so).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer", "diagnostic"})
+	dropped = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "baremetal_bfd",
+		Name:           "packets_dropped_total",
+		Help:           "BFD packets received and dropped, by reason (ttl: not sent by a neighbour; unknown_session, wrong_source: not from a configured router).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+	sendErrors = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      "baremetal_bfd",
+		Name:           "send_errors_total",
+		Help:           "BFD packets that could not be sent.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+// Metrics are the sessions' metrics, for the caller to register.
+func Metrics() []metrics.Registerable {
+	return []metrics.Registerable{sessionUp, sessionDowns, dropped, sendErrors}
+}
+
+func sessionChanged(peer netip.Addr, from, to State, diag Diagnostic) {
+	v := 0.0
+	if to == Up {
+		v = 1
+	}
+	sessionUp.WithLabelValues(peer.String()).Set(v)
+	if from == Up {
+		sessionDowns.WithLabelValues(peer.String(), diag.String()).Inc()
+	}
+}
+
+// forgetSession deletes the series of a router that left the config.
+func forgetSession(peer netip.Addr) {
+	sessionUp.DeleteLabelValues(peer.String())
+	sessionDowns.DeletePartialMatch(map[string]string{"peer": peer.String()})
+}

@@ -1,0 +1,308 @@
+package bfd
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+)
+
+// Port is where single-hop control packets are sent (RFC 5881 §4).
+const Port = 3784
+
+// Timers are a session's parameters, as the router's bfdd names them.
+type Timers struct {
+	// TransmitInterval is how often this side wants to send (its
+	// DesiredMinTxInterval); the router may ask for less often.
+	TransmitInterval time.Duration
+	// ReceiveInterval is the fastest this side accepts packets
+	// (RequiredMinRxInterval).
+	ReceiveInterval time.Duration
+	// DetectMultiplier is how many of the router's intervals pass
+	// without a packet before it declares this side down.
+	DetectMultiplier uint8
+}
+
+// Peer is a router to keep a session with.
+type Peer struct {
+	Address netip.Addr
+	// Source is the address the session is sent from: the BGP session's.
+	// Unset, the kernel picks it.
+	Source netip.Addr
+	Timers
+}
+
+// Options are a Server's ports and what it reports.
+type Options struct {
+	// ListenPort and PeerPort are Port unless set (tests use others).
+	ListenPort, PeerPort int
+	// OnChange is told each change of a session's state, from that
+	// session's goroutine: it must not block long.
+	OnChange func(peer netip.Addr, from, to State, diag Diagnostic)
+}
+
+// Server keeps a session with each router it is given, on one listener per
+// address family.
+type Server struct {
+	opts Options
+
+	mu        sync.Mutex
+	sessions  map[netip.Addr]*session
+	byDisc    map[uint32]*session
+	listeners map[bool]*listener // by "is IPv4"
+}
+
+// New is a Server with no session; it listens once it has one.
+func New(opts Options) *Server {
+	if opts.ListenPort == 0 {
+		opts.ListenPort = Port
+	}
+	if opts.PeerPort == 0 {
+		opts.PeerPort = Port
+	}
+	return &Server{opts: opts, sessions: map[netip.Addr]*session{}, byDisc: map[uint32]*session{}, listeners: map[bool]*listener{}}
+}
+
+// Set makes the sessions those of peers: new ones start Down, gone ones
+// are told AdminDown (the router keeps the BGP session, RFC 5882 §3.2),
+// changed timers are sent to the router with a Poll. A listener that
+// cannot be opened (the port in use) is an error; sessions of the other
+// family still run.
+func (s *Server) Set(peers []Peer) error {
+	closed, err := s.set(peers)
+	// Waited for outside the lock: a listener may be waiting for it.
+	for _, l := range closed {
+		<-l.done
+	}
+	return err
+}
+
+func (s *Server) set(peers []Peer) (closed []*listener, _ error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[netip.Addr]Peer{}
+	for _, p := range peers {
+		want[p.Address] = p
+	}
+	for addr, sess := range s.sessions {
+		if p, ok := want[addr]; !ok || p.Source != sess.peer.Source {
+			s.removeLocked(sess)
+		}
+	}
+	var errs []error
+	for addr, p := range want {
+		if sess, ok := s.sessions[addr]; ok {
+			if sess.peer.Timers != p.Timers {
+				sess.peer.Timers = p.Timers
+				sess.timers <- p.Timers
+			}
+			continue
+		}
+		sess, err := s.newSessionLocked(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("BFD with %s: %w", addr, err))
+			continue
+		}
+		s.sessions[addr], s.byDisc[sess.local] = sess, sess
+		sessionUp.WithLabelValues(addr.String()).Set(0)
+		go sess.run(p.Timers)
+	}
+	families := map[bool]bool{}
+	for addr := range s.sessions {
+		families[addr.Is4()] = true
+	}
+	for is4, l := range s.listeners {
+		if !families[is4] {
+			l.conn.Close()
+			closed = append(closed, l)
+			delete(s.listeners, is4)
+		}
+	}
+	for is4 := range families {
+		if s.listeners[is4] != nil {
+			continue
+		}
+		l, err := s.listen(is4)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.listeners[is4] = l
+	}
+	return closed, errors.Join(errs...)
+}
+
+// States are the sessions' states, by router.
+func (s *Server) States() map[netip.Addr]State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[netip.Addr]State{}
+	for addr, sess := range s.sessions {
+		out[addr] = State(sess.state.Load())
+	}
+	return out
+}
+
+// Close ends every session (AdminDown) and the listeners.
+func (s *Server) Close() {
+	s.Set(nil)
+}
+
+func (s *Server) removeLocked(sess *session) {
+	close(sess.stop)
+	<-sess.done
+	delete(s.sessions, sess.peer.Address)
+	delete(s.byDisc, sess.local)
+	forgetSession(sess.peer.Address)
+}
+
+// newSessionLocked opens the session's socket: from a source port of
+// 49152–65535, the same for the whole session, sent with TTL 255 so that
+// the router can tell it was not forwarded (RFC 5881 §4, §5).
+func (s *Server) newSessionLocked(p Peer) (*session, error) {
+	var disc uint32
+	for disc == 0 || s.byDisc[disc] != nil {
+		var b [4]byte
+		rand.Read(b[:])
+		disc = binary.BigEndian.Uint32(b[:])
+	}
+	network := "udp4"
+	if !p.Address.Is4() {
+		network = "udp6"
+	}
+	var conn *net.UDPConn
+	var err error
+	for range 16 {
+		var port [2]byte
+		rand.Read(port[:])
+		local := netip.AddrPortFrom(p.Source, 49152+binary.BigEndian.Uint16(port[:])%16384)
+		if !p.Source.IsValid() {
+			local = netip.AddrPortFrom(netip.Addr{}, local.Port())
+		}
+		conn, err = net.DialUDP(network, net.UDPAddrFromAddrPort(local), net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.Address, uint16(s.opts.PeerPort))))
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p.Address.Is4() {
+		err = ipv4.NewConn(conn).SetTTL(255)
+	} else {
+		err = ipv6.NewConn(conn).SetHopLimit(255)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return newSession(p, disc, conn, s.opts.OnChange), nil
+}
+
+// listener reads the control packets of one family.
+type listener struct {
+	conn net.PacketConn
+	done chan struct{}
+}
+
+func (s *Server) listen(is4 bool) (*listener, error) {
+	network, addr := "udp6", "[::]:"+strconv.Itoa(s.opts.ListenPort)
+	if is4 {
+		network, addr = "udp4", "0.0.0.0:"+strconv.Itoa(s.opts.ListenPort)
+	}
+	conn, err := net.ListenPacket(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("BFD listener: %w", err)
+	}
+	// read returns a packet, its source and the TTL (or hop limit) it
+	// arrived with.
+	var read func([]byte) (int, int, net.Addr, error)
+	if is4 {
+		pc := ipv4.NewPacketConn(conn)
+		err = pc.SetControlMessage(ipv4.FlagTTL, true)
+		read = func(b []byte) (int, int, net.Addr, error) {
+			n, cm, src, err := pc.ReadFrom(b)
+			if cm == nil {
+				return n, -1, src, err
+			}
+			return n, cm.TTL, src, err
+		}
+	} else {
+		pc := ipv6.NewPacketConn(conn)
+		err = pc.SetControlMessage(ipv6.FlagHopLimit, true)
+		read = func(b []byte) (int, int, net.Addr, error) {
+			n, cm, src, err := pc.ReadFrom(b)
+			if cm == nil {
+				return n, -1, src, err
+			}
+			return n, cm.HopLimit, src, err
+		}
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("BFD listener: %w", err)
+	}
+	l := &listener{conn: conn, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		buf := make([]byte, 1500)
+		for {
+			n, ttl, src, err := read(buf)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue
+			}
+			s.receive(buf[:n], ttl, src)
+		}
+	}()
+	return l, nil
+}
+
+// receive hands a packet to its session. Only packets sent with TTL 255
+// are taken: anything that crossed a router was not sent by a neighbour
+// (RFC 5881 §5), so a host off the link cannot tear a session down. A
+// packet naming a session must come from that session's router.
+func (s *Server) receive(b []byte, ttl int, src net.Addr) {
+	if ttl != 255 {
+		dropped.WithLabelValues("ttl").Inc()
+		return
+	}
+	p, err := parse(b)
+	if err != nil {
+		dropped.WithLabelValues(err.Error()).Inc()
+		return
+	}
+	u, ok := src.(*net.UDPAddr)
+	if !ok {
+		return
+	}
+	from := u.AddrPort().Addr().Unmap().WithZone("")
+	s.mu.Lock()
+	sess := s.sessions[from]
+	if p.YourDisc != 0 {
+		sess = s.byDisc[p.YourDisc]
+	}
+	s.mu.Unlock()
+	switch {
+	case sess == nil:
+		dropped.WithLabelValues("unknown_session").Inc()
+	case sess.peer.Address != from:
+		dropped.WithLabelValues("wrong_source").Inc()
+	default:
+		select {
+		case sess.rx <- p:
+		default:
+			dropped.WithLabelValues("queue_full").Inc()
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package bfd
+
+import (
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// slowTx is the slowest a session not Up may send at, and the least it
+// may ask for (RFC 5880 §6.8.3): it saves the link while nothing is up.
+const slowTx = time.Second
+
+// session is one router's: a goroutine owns its state; the listener hands
+// it packets, Set new timers.
+type session struct {
+	peer     Peer // Address and Source fixed; Timers: the last sent to the goroutine, under the Server's lock
+	local    uint32
+	conn     *net.UDPConn
+	onChange func(netip.Addr, State, State, Diagnostic)
+
+	rx     chan packet
+	timers chan Timers
+	stop   chan struct{}
+	done   chan struct{}
+	state  atomic.Uint32
+}
+
+func newSession(p Peer, disc uint32, conn *net.UDPConn, onChange func(netip.Addr, State, State, Diagnostic)) *session {
+	s := &session{peer: p, local: disc, conn: conn, onChange: onChange,
+		rx: make(chan packet, 16), timers: make(chan Timers, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	s.state.Store(uint32(Down))
+	return s
+}
+
+// run is the session (RFC 5880 §6.8): Down until the router answers, Up
+// while its packets keep coming within its detection time.
+func (s *session) run(timers Timers) {
+	defer close(s.done)
+	defer s.conn.Close()
+	state, diag := Down, NoDiagnostic
+	var remoteDisc uint32
+	remoteMinRx := time.Microsecond // RFC 5880 §6.8.1: until the router says
+	var remoteMinTx time.Duration
+	var remoteMult uint8
+	polling := false
+
+	desiredTx := func() time.Duration {
+		if state != Up {
+			return max(slowTx, timers.TransmitInterval)
+		}
+		return timers.TransmitInterval
+	}
+	send := func(st State, poll, final bool) {
+		p := packet{Diagnostic: diag, State: st, Poll: poll, Final: final, DetectMult: timers.DetectMultiplier,
+			MyDisc: s.local, YourDisc: remoteDisc,
+			DesiredMinTx: uint32(desiredTx().Microseconds()), RequiredMinRx: uint32(timers.ReceiveInterval.Microseconds())}
+		if _, err := s.conn.Write(p.marshal()); err != nil {
+			sendErrors.Inc()
+		}
+	}
+	// interval is the time to the next packet: the slower of ours and
+	// what the router accepts, less 0–25% so that sessions do not send
+	// in step (§6.8.7).
+	interval := func() time.Duration {
+		iv := max(desiredTx(), remoteMinRx)
+		return iv - time.Duration(rand.Int64N(int64(iv/4)+1))
+	}
+	detectTime := func() time.Duration {
+		return time.Duration(remoteMult) * max(timers.ReceiveInterval, remoteMinTx)
+	}
+	setState := func(to State, d Diagnostic) {
+		from := state
+		state, diag = to, d
+		s.state.Store(uint32(to))
+		// Leaving or reaching Up changes the rate we ask for: the router
+		// learns it in a Poll Sequence (§6.8.3).
+		if from == Up || to == Up {
+			polling = true
+		}
+		sessionChanged(s.peer.Address, from, to, d)
+		if s.onChange != nil {
+			s.onChange(s.peer.Address, from, to, d)
+		}
+	}
+
+	tx := time.NewTimer(0)
+	defer tx.Stop()
+	nextTx := time.Now()
+	schedule := func(d time.Duration) {
+		tx.Reset(d)
+		nextTx = time.Now().Add(d)
+	}
+	// sooner brings the next packet forward when the rate just rose (Up
+	// reached, the router asking for more): the router's detection time
+	// already counts on it.
+	sooner := func() {
+		if time.Until(nextTx) > max(desiredTx(), remoteMinRx) {
+			schedule(interval())
+		}
+	}
+	detect := time.NewTimer(time.Hour)
+	detect.Stop()
+	defer detect.Stop()
+	for {
+		select {
+		case <-s.stop:
+			// Told AdminDown, the router takes the session's end as
+			// configuration, not as a failure of the path.
+			diag = AdministrativelyDown
+			for range 3 {
+				send(AdminDown, false, false)
+			}
+			return
+		case t := <-s.timers:
+			timers = t
+			if state == Up {
+				polling = true
+			}
+			sooner()
+		case p := <-s.rx:
+			remoteDisc, remoteMult = p.MyDisc, p.DetectMult
+			remoteMinRx = time.Duration(p.RequiredMinRx) * time.Microsecond
+			remoteMinTx = time.Duration(p.DesiredMinTx) * time.Microsecond
+			if p.Final {
+				polling = false
+			}
+			if to, d, changed := next(state, p.State); changed {
+				setState(to, d)
+				// The router learns of the change now, not an interval later.
+				if !p.Poll && remoteMinRx > 0 {
+					send(state, polling, false)
+				}
+			}
+			if p.Poll {
+				send(state, false, true)
+			}
+			sooner()
+			if state == Init || state == Up {
+				detect.Reset(detectTime())
+			} else {
+				detect.Stop()
+			}
+		case <-tx.C:
+			// A router asking for no packets (RequiredMinRx 0) gets none.
+			if remoteMinRx > 0 {
+				send(state, polling, false)
+			}
+			schedule(interval())
+		case <-detect.C:
+			if state == Init || state == Up {
+				remoteDisc = 0
+				setState(Down, DetectionTimeExpired)
+				sooner()
+			}
+		}
+	}
+}
