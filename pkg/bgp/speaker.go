@@ -621,6 +621,12 @@ func (b *batch) path(pp *prefixPaths, h hop, withdraw bool) (*apiutil.Path, erro
 	return &apiutil.Path{Family: pp.family, Nlri: pp.nlri, Attrs: attrs, RemoteID: h.id, Withdrawal: withdraw}, nil
 }
 
+// ResetPeer ends the session with peer at once (a NOTIFICATION with
+// why), as when its hold timer expires; it is dialled again.
+func (s *Speaker) ResetPeer(ctx context.Context, peer netip.Addr, why string) error {
+	return s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: peer.String(), Communication: why})
+}
+
 // Stop ends every session. With graceful, peers that negotiated graceful
 // restart get no NOTIFICATION and keep forwarding on the paths as stale
 // until a new speaker (the next leader) re-announces them.

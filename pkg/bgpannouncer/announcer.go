@@ -29,6 +29,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bfd"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
@@ -57,6 +58,10 @@ type Announcer struct {
 	running context.Context
 	failed  map[string]bool
 	peers   peerBook
+	// bfd is the BFD sessions of every speaker's routers (one listener
+	// per process), created with the first peer that asks for BFD;
+	// guarded by peers.set.
+	bfd *bfd.Server
 
 	applyMu  sync.Mutex    // one SetPaths at a time
 	reloaded chan struct{} // a new config is in force
@@ -202,6 +207,9 @@ func (a *Announcer) stopAll() {
 		s.Stop(context.Background(), true)
 	}
 	a.peers.stopped()
+	// After the sessions' graceful end: told AdminDown, the routers keep
+	// the paths for their restart time rather than drop them as failed.
+	a.setBFD(config.BGP{}, nil)
 }
 
 // start starts the speaker of a selection with its whole table in it

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bfd"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
@@ -224,6 +225,53 @@ func (a *Announcer) setPeers(ctx context.Context) {
 	}
 	a.peers.inForce, a.peers.speakerOf = applied, owners
 	a.peers.mu.Unlock()
+	a.setBFD(cfg.BGP, applied)
+}
+
+// setBFD runs a BFD session with each router given to a speaker whose
+// peer asks for BFD. Called under peers.set.
+func (a *Announcer) setBFD(b config.BGP, applied map[netip.Addr]bgp.Peer) {
+	var peers []bfd.Peer
+	for _, p := range b.Peers {
+		addr, _ := netip.ParseAddr(p.Address)
+		if _, ok := applied[addr]; !ok || p.BFD == nil {
+			continue
+		}
+		src, _ := netip.ParseAddr(p.SourceAddress)
+		peers = append(peers, bfd.Peer{Address: addr, Source: src, Timers: bfd.Timers{
+			TransmitInterval: p.BFD.TransmitInterval.Duration, ReceiveInterval: p.BFD.ReceiveInterval.Duration,
+			DetectMultiplier: uint8(p.BFD.DetectMultiplier)}})
+	}
+	if a.bfd == nil {
+		if len(peers) == 0 {
+			return
+		}
+		a.bfd = bfd.New(bfd.Options{OnChange: a.bfdChanged})
+	}
+	var problems []report.Problem
+	if err := a.bfd.Set(peers); err != nil {
+		problems = append(problems, report.Problem{Reason: "BFDNotStarted", Object: report.Self,
+			Log: "BFD sessions could not start; the routers detect this replica's failure only after the BGP hold time", LogValues: []any{"err", err},
+			Message: fmt.Sprintf("BFD could not start (%v): the routers detect this replica's failure only after the BGP hold time; is UDP port %d in use by another BFD daemon on this host?", err, bfd.Port)})
+	}
+	a.report.Report("bfd", problems, nil)
+}
+
+// bfdChanged ends the BGP session of a router whose BFD session fell from
+// Up: the path to it is gone, and the session should not wait for its
+// hold time to say so.
+func (a *Announcer) bfdChanged(peer netip.Addr, from, to bfd.State, diag bfd.Diagnostic) {
+	klog.InfoS("BFD session changed", "peer", peer, "from", from, "to", to, "diagnostic", diag)
+	if from != bfd.Up || to != bfd.Down {
+		return
+	}
+	if s := a.peers.speaker(peer); s != nil {
+		go func() {
+			if err := s.ResetPeer(context.Background(), peer, "BFD session down: "+diag.String()); err != nil {
+				klog.ErrorS(err, "Resetting the BGP session after BFD went down", "peer", peer)
+			}
+		}()
+	}
 }
 
 // stopSpeaker ends a speaker's sessions gracefully.

@@ -124,6 +124,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"bgp.peers[0].connectRetryTime: -1s must be whole seconds from 1s to 65535s", "bgp.peers[1].connectRetryTime: 500ms must be whole seconds"}},
 		{"bad path selection", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, maximumPaths: 256}\n  - {address: 192.0.2.2, asn: 1, maximumPaths: -1, nodeSelector: {matchExpressions: [{key: topology.kubernetes.io/zone, operator: Near}]}}\n",
 			[]string{"bgp.peers[0].maximumPaths: 256 must be from 1 to 255", "bgp.peers[1].maximumPaths: -1 must be from 1 to 255", `bgp.peers[1].nodeSelector.matchExpressions[0].operator: "Near" is not one of`}},
+		{"bad BFD", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, bfd: {transmitInterval: 5ms, receiveInterval: 1500us, detectMultiplier: 1}}\n  - {address: 192.0.2.2, asn: 1, ebgpMultihop: 2, bfd: {}}\n",
+			[]string{"bgp.peers[0].bfd.transmitInterval: 5ms must be whole milliseconds from 10ms to 1m0s", "bgp.peers[0].bfd.receiveInterval: 1.5ms must be whole milliseconds", "bgp.peers[0].bfd.detectMultiplier: 1 must be from 2 to 255", "bgp.peers[1].bfd: BFD here is single-hop (RFC 5881)"}},
 		{"listening with two selections", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  listenPort: 179\n  peers:\n  - {address: 192.0.2.1, asn: 1}\n  - {address: 192.0.2.2, asn: 1, maximumPaths: 4}\n",
 			[]string{"bgp.listenPort: sessions can be accepted only when every peer has the same maximumPaths and nodeSelector (bgp.peers[1] differs from bgp.peers[0])"}},
 		{"bad duration", "bgp:\n  peers:\n  - {address: 192.0.2.1, asn: 1, holdTime: soon}\n", []string{`bgp.peers[0].holdTime (line 3): "soon" is not a duration`}},
@@ -246,6 +248,21 @@ func TestKeepaliveDefaultsToWholeSeconds(t *testing.T) {
 		if got := cfg.BGP.Peers[0].KeepaliveTime.Duration; got != want {
 			t.Errorf("holdTime %s: keepalive %s, want %s", hold, got, want)
 		}
+	}
+}
+
+// bfd: {} is BFD at FRR's defaults; a peer without it has none.
+func TestBFDDefaults(t *testing.T) {
+	cfg, err := Parse([]byte("bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, bfd: {receiveInterval: 1s}}\n  - {address: 192.0.2.2, asn: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := BFD{TransmitInterval: Duration{300 * time.Millisecond}, ReceiveInterval: Duration{time.Second}, DetectMultiplier: 3}
+	if got := cfg.BGP.Peers[0].BFD; got == nil || *got != want {
+		t.Errorf("bfd: %+v, want %+v", got, want)
+	}
+	if got := cfg.BGP.Peers[1].BFD; got != nil {
+		t.Errorf("a peer without bfd: %+v, want none", got)
 	}
 }
 

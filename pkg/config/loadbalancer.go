@@ -173,6 +173,23 @@ type Peer struct {
 	// the nodes of its rack. Not the Node objects' labels: a node's own
 	// credential may write those.
 	NodeSelector *LabelSelector `yaml:"nodeSelector"`
+	// BFD, if set, runs a BFD session (RFC 5880, single hop) with the
+	// router beside the BGP session: the router drops this replica's paths
+	// within the detection time (300ms × 3 by default) when the link or the
+	// host fails, not after the hold time. The router must run BFD too.
+	BFD *BFD `yaml:"bfd"`
+}
+
+// BFD are a peer's BFD timers, named as FRR's bfdd names them.
+type BFD struct {
+	// TransmitInterval is how often this replica sends (default 300ms).
+	TransmitInterval Duration `yaml:"transmitInterval"`
+	// ReceiveInterval is the fastest it accepts the router's packets
+	// (default 300ms).
+	ReceiveInterval Duration `yaml:"receiveInterval"`
+	// DetectMultiplier is how many intervals without a packet declare the
+	// session down (default 3).
+	DetectMultiplier int `yaml:"detectMultiplier"`
 }
 
 // GracefulRestart (RFC 4724) lets the peer keep forwarding on our paths

@@ -20,9 +20,15 @@ const (
 	DefaultHoldTime = 90 * time.Second
 	// MaxMaximumPaths is the most paths of a prefix GoBGP sends (its
 	// ADD-PATH send-max is a byte).
-	MaxMaximumPaths     = 255
-	DefaultRestartTime  = 120 * time.Second
-	DefaultConnectRetry = 5 * time.Second
+	MaxMaximumPaths = 255
+	// A BFD session's intervals: FRR's bfdd takes 10ms to 60s; faster
+	// than 10ms, a busy replica would flap its own sessions.
+	DefaultBFDInterval   = 300 * time.Millisecond
+	MinBFDInterval       = 10 * time.Millisecond
+	MaxBFDInterval       = 60 * time.Second
+	DefaultBFDMultiplier = 3
+	DefaultRestartTime   = 120 * time.Second
+	DefaultConnectRetry  = 5 * time.Second
 )
 
 // Defaults of the node health check: kube-proxy's healthz, and a dead node
@@ -86,6 +92,17 @@ func (c *Config) setNetworkDefaults() {
 		}
 		if p.GracefulRestart.RestartTime.Duration == 0 {
 			p.GracefulRestart.RestartTime.Duration = DefaultRestartTime
+		}
+		if f := p.BFD; f != nil {
+			if f.TransmitInterval.Duration == 0 {
+				f.TransmitInterval.Duration = DefaultBFDInterval
+			}
+			if f.ReceiveInterval.Duration == 0 {
+				f.ReceiveInterval.Duration = DefaultBFDInterval
+			}
+			if f.DetectMultiplier == 0 {
+				f.DetectMultiplier = DefaultBFDMultiplier
+			}
 		}
 	}
 }
@@ -254,6 +271,20 @@ func (c *Config) validateNetwork(add reporter) {
 		}
 		if p.NodeSelector != nil {
 			checkSelector(add, pp.Child("nodeSelector"), p.NodeSelector)
+		}
+		if f := p.BFD; f != nil {
+			fp := pp.Child("bfd")
+			for name, d := range map[string]time.Duration{"transmitInterval": f.TransmitInterval.Duration, "receiveInterval": f.ReceiveInterval.Duration} {
+				if d < MinBFDInterval || d > MaxBFDInterval || d%time.Millisecond != 0 {
+					add(fp.Child(name), "%s must be whole milliseconds from %s to %s", d, MinBFDInterval, MaxBFDInterval)
+				}
+			}
+			if f.DetectMultiplier < 2 || f.DetectMultiplier > 255 {
+				add(fp.Child("detectMultiplier"), "%d must be from 2 to 255", f.DetectMultiplier)
+			}
+			if p.EBGPMultihop > 0 {
+				add(fp, "BFD here is single-hop (RFC 5881): a peer ebgpMultihop away cannot have it")
+			}
 		}
 		for j, f := range p.AddressFamilies {
 			if f != FamilyIPv4 && f != FamilyIPv6 {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bfd"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgpannouncer"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/l2announcer"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
@@ -33,7 +34,7 @@ var (
 // Metrics are every metric of this provider, its announcers' included.
 func Metrics() []metrics.Registerable {
 	own := []metrics.Registerable{configReloads, configValid, vipsWithoutNextHops, endpointNodesLeftOut, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
-	return slices.Concat(own, bgpannouncer.Metrics(), l2announcer.Metrics())
+	return slices.Concat(own, bgpannouncer.Metrics(), bfd.Metrics(), l2announcer.Metrics())
 }
 
 func configLoaded(ok bool) {
