@@ -13,17 +13,19 @@ import (
 
 const frrDaemons = "/usr/lib/frr"
 
-// FRR is a router: zebra and bgpd of the Debian frr package, running in a
-// network namespace, installing what bgpd learns into that namespace's
-// kernel routing table.
+// FRR is a router: zebra, bfdd and bgpd of the Debian frr package, running
+// in a network namespace, installing what bgpd learns into that
+// namespace's kernel routing table.
 type FRR struct {
 	ns    *Netns
 	dir   string
 	zebra *Process
+	bfdd  *Process
 	bgpd  *Process
 }
 
-// StartFRR runs zebra and bgpd with the given bgpd configuration.
+// StartFRR runs zebra, bfdd and bgpd with the given bgpd configuration;
+// bfdd serves the neighbours given `bfd` there.
 func StartFRR(ns *Netns, dir, bgpConfig string) (*FRR, error) {
 	if err := EnsureCommands(map[string]string{filepath.Join(frrDaemons, "bgpd"): "frr", "vtysh": "frr"}); err != nil {
 		return nil, err
@@ -45,7 +47,7 @@ func StartFRR(ns *Netns, dir, bgpConfig string) (*FRR, error) {
 	if err := os.Chown(run, uid, gid); err != nil {
 		return nil, err
 	}
-	for name, content := range map[string]string{"zebra.conf": "hostname router\n", "bgpd.conf": bgpConfig} {
+	for name, content := range map[string]string{"zebra.conf": "hostname router\n", "bfdd.conf": "hostname router\n", "bgpd.conf": bgpConfig} {
 		p := filepath.Join(run, name)
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			return nil, err
@@ -62,6 +64,12 @@ func StartFRR(ns *Netns, dir, bgpConfig string) (*FRR, error) {
 	if err := waitFile(filepath.Join(run, "zserv.api"), 20*time.Second); err != nil {
 		f.Stop()
 		return nil, fmt.Errorf("zebra did not start: %w\n%s", err, f.zebra.Logs())
+	}
+	f.bfdd, err = StartProcess("ip", dir, "bfdd", 0, nil, append([]string{"netns", "exec", ns.Name, filepath.Join(frrDaemons, "bfdd"),
+		"-i", filepath.Join(run, "bfdd.pid"), "-f", filepath.Join(run, "bfdd.conf"), "--bfdctl", filepath.Join(run, "bfdd.sock")}, common...)...)
+	if err != nil {
+		f.Stop()
+		return nil, err
 	}
 	f.bgpd, err = StartProcess("ip", dir, "bgpd", 0, nil, append([]string{"netns", "exec", ns.Name, filepath.Join(frrDaemons, "bgpd"),
 		"-i", filepath.Join(run, "bgpd.pid"), "-f", filepath.Join(run, "bgpd.conf")}, common...)...)
@@ -118,7 +126,7 @@ func (f *FRR) Routes(family string) (string, error) {
 
 // Stop ends bgpd and zebra.
 func (f *FRR) Stop() {
-	for _, p := range []*Process{f.bgpd, f.zebra} {
+	for _, p := range []*Process{f.bgpd, f.bfdd, f.zebra} {
 		if p != nil {
 			p.Stop()
 		}
@@ -128,7 +136,7 @@ func (f *FRR) Stop() {
 // Logs is what the daemons printed.
 func (f *FRR) Logs() string {
 	var b strings.Builder
-	for _, p := range []*Process{f.zebra, f.bgpd} {
+	for _, p := range []*Process{f.zebra, f.bfdd, f.bgpd} {
 		if p != nil {
 			b.WriteString(p.Logs())
 		}
