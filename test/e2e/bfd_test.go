@@ -236,5 +236,58 @@ func TestBFD(t *testing.T) {
 
 	// cp1's link back: its BFD and BGP sessions come up again.
 	cut(cps[0], false)
+	if err := nodes[1].startHealthz(); err != nil {
+		t.Fatal(err)
+	}
 	bothEstablished("cp1's session back after BFD ended it")
+	everyVIPVia("every VIP via every node, cp1 back", 90*time.Second, nodes)
+
+	// pathsFrom counts the paths the router holds from a replica, and the
+	// stale ones among them.
+	pathsFrom := func(peer string) (paths, stale int) {
+		for _, vip := range vips {
+			out, _ := frr.Vtysh("show bgp ipv4 unicast " + vip + " json")
+			var rib struct {
+				Paths []struct {
+					Stale bool `json:"stale"`
+					Peer  struct {
+						PeerID string `json:"peerId"`
+					} `json:"peer"`
+				} `json:"paths"`
+			}
+			json.Unmarshal([]byte(out), &rib)
+			for _, p := range rib.Paths {
+				if p.Peer.PeerID == peer {
+					paths++
+					if p.Stale {
+						stale++
+					}
+				}
+			}
+		}
+		return paths, stale
+	}
+
+	// A replica stopped (a rolling update) is not a failure: it ends its
+	// session gracefully and tells BFD AdminDown, and the router keeps its
+	// paths as stale for the restart time, as it would without BFD.
+	replicas[1].Stop()
+	time.Sleep(3 * time.Second)
+	paths, stale := pathsFrom(cps[1].ip)
+	t.Logf("3 s after cp2 was stopped: the router holds %d of its paths, %d stale", paths, stale)
+	if paths == 0 || stale != paths {
+		t.Errorf("3 s after cp2 was stopped the router holds %d of its paths (%d stale), want every one kept as stale (graceful restart)", paths, stale)
+	}
+
+	// A replica killed (kill -9) on a live host is a restart to the
+	// router: its kernel closes the session's connection before BFD's
+	// detection time, and the router keeps its paths as stale for the
+	// restart time, BFD or not (docs/concepts.md, failover and restarts).
+	replicas[0].Kill()
+	time.Sleep(3 * time.Second)
+	paths, stale = pathsFrom(cps[0].ip)
+	t.Logf("3 s after cp1 was killed: the router holds %d of its paths, %d stale", paths, stale)
+	if paths == 0 || stale != paths {
+		t.Errorf("3 s after cp1 was killed the router holds %d of its paths (%d stale), want every one kept as stale", paths, stale)
+	}
 }
