@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -296,13 +298,86 @@ func TestHTTPProbeIsNotRedirected(t *testing.T) {
 		t.Errorf("the probe followed a redirect to %s", u)
 	default:
 	}
-	// A huge header is cut short, not read whole.
+	// An answer of 64 MiB is not read: the probe takes the status line
+	// and hangs up, and the node's server cannot finish writing.
+	wrote := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Pad", strings.Repeat("a", 1<<20))
 		w.WriteHeader(http.StatusOK)
+		chunk := []byte(strings.Repeat("a", 1<<20))
+		for range 64 {
+			if _, err := w.Write(chunk); err != nil {
+				wrote <- err
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+		wrote <- nil
 	}))
 	defer srv.Close()
-	if err := probeAt(t, srv.Listener.Addr().String()); err == nil {
-		t.Error("an answer with a 1 MiB header passed")
+	if err := probeAt(t, srv.Listener.Addr().String()); err != nil {
+		t.Errorf("a 200 with a long body: %v", err)
 	}
+	if err := <-wrote; err == nil {
+		t.Error("the node's server wrote all of a 64 MiB answer: the probe read it")
+	}
+}
+
+// TestReadStatus: what a node answers on its health port is the node's to
+// write; only an HTTP/1.x status line in the first bytes counts, and
+// nothing past them is read.
+func TestReadStatus(t *testing.T) {
+	for _, c := range []struct {
+		answer string
+		code   int
+		err    string
+	}{
+		{"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{}", 200, ""},
+		{"HTTP/1.0 503 Service Unavailable\r\n", 503, ""},
+		{"HTTP/1.1 200\r\n", 200, ""},
+		{"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/\r\n\r\n", 302, ""},
+		{"HTTP/2 200\r\n", 0, "not HTTP/1.x"},
+		{"HTTP/1.1 2000 OK\r\n", 0, "not HTTP/1.x"},
+		{"HTTP/1.1 2x0 OK\r\n", 0, "not a number"},
+		{"SSH-2.0-OpenSSH_9.2\r\n", 0, "not HTTP/1.x"},
+		{"HTTP/1.1 200 OK", 0, "closed before a status line"},
+		{"", 0, "closed before a status line"},
+		{"HTTP/1.1 200 " + strings.Repeat("O", 200) + "\r\n", 0, "no status line in the first 128 bytes"},
+	} {
+		// One byte at a time: a status line split over reads is whole.
+		code, err := readStatus(iotest.OneByteReader(strings.NewReader(c.answer)))
+		if code != c.code || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%q: %d %v, want %d %q", c.answer, code, err, c.code, c.err)
+		}
+	}
+}
+
+// BenchmarkHTTPProbe is one probe of a kube-proxy-like /healthz on
+// loopback: the client's and the server's work together (cpu-ns/op is the
+// process's CPU, both sides).
+func BenchmarkHTTPProbe(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"lastUpdated": "2026-12-05 10:00:00 +0000 UTC","currentTime": "2026-12-05 10:00:01 +0000 UTC", "nodeEligible": true}`))
+	}))
+	defer srv.Close()
+	ap := netip.MustParseAddrPort(srv.Listener.Addr().String())
+	s := settings
+	s.Port = ap.Port()
+	c := New(s, nil)
+	t := Target{Name: "n", Addr: ap.Addr()}
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := c.probe(ctx, t); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
