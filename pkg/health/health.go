@@ -7,11 +7,7 @@
 package health
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"slices"
@@ -77,6 +73,8 @@ type Checker struct {
 	probed bool
 	// wake starts a round at once (new targets, new settings).
 	wake chan struct{}
+	// prober keeps the connections of the HTTP probe.
+	prober *prober
 }
 
 type state struct {
@@ -89,7 +87,7 @@ type state struct {
 // New returns a Checker that probes with HTTP GET (see HTTPProbe) unless
 // probe is given.
 func New(s Settings, probe Probe) *Checker {
-	c := &Checker{settings: s, targets: map[string]*state{}, wake: make(chan struct{}, 1)}
+	c := &Checker{settings: s, targets: map[string]*state{}, wake: make(chan struct{}, 1), prober: newProber()}
 	c.probe = probe
 	if probe == nil {
 		c.probe = c.httpProbe
@@ -182,6 +180,7 @@ func (c *Checker) kick() {
 // last one started, or when it ends if it took longer, or at once when a
 // target is added.
 func (c *Checker) Run(ctx context.Context) {
+	defer c.prober.forget(nil)
 	for {
 		start := time.Now()
 		r := c.round(ctx)
@@ -207,7 +206,7 @@ func (c *Checker) Run(ctx context.Context) {
 // that nodes failing at once are judged together.
 func (c *Checker) round(ctx context.Context) Round {
 	c.mu.Lock()
-	timeout := c.settings.Timeout
+	timeout, port := c.settings.Timeout, c.settings.Port
 	targets := make([]Target, 0, len(c.targets))
 	for name, st := range c.targets {
 		targets = append(targets, Target{Name: name, Addr: st.addr})
@@ -226,6 +225,13 @@ func (c *Checker) round(ctx context.Context) Round {
 		}()
 	}
 	wg.Wait()
+	// A connection kept for a node no longer probed (removed, moved, the
+	// port changed) is closed: the map holds only this round's.
+	keep := make(map[netip.AddrPort]bool, len(targets))
+	for _, t := range targets {
+		keep[netip.AddrPortFrom(t.Addr, port)] = true
+	}
+	c.prober.forget(keep)
 	if ctx.Err() != nil {
 		return Round{}
 	}
@@ -291,97 +297,4 @@ func (c *Checker) apply(targets []Target, errs []error) Round {
 // URL is where a target is probed.
 func (s Settings) URL(addr netip.Addr) string {
 	return "http://" + net.JoinHostPort(addr.String(), strconv.Itoa(int(s.Port))) + s.Path
-}
-
-// httpProbe is an HTTP/1.1 GET on a fresh connection, as a load
-// balancer's health check: a connection kept from before a node froze
-// would say nothing of whether a new one can be made. It is written out by
-// hand, not made with net/http: a round probes every node every interval,
-// and the status line is all it needs (net/http's client, per request,
-// starts two goroutines, allocates two 4 KiB buffers and parses every
-// header). Whatever answers on a node's port is not trusted: only the
-// first line is read, at most statusLineMax bytes, so a redirect is never
-// followed (it would make the CCM fetch any URL from its own host's
-// network) but fails the probe, and neither headers nor body are read.
-func (c *Checker) httpProbe(ctx context.Context, t Target) error {
-	c.mu.Lock()
-	port, path := c.settings.Port, c.settings.Path
-	c.mu.Unlock()
-	hostport := net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(port)))
-	url := "http://" + hostport + path
-	conn, err := dialer.DialContext(ctx, "tcp", hostport)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(deadline)
-	}
-	// Closing the connection when ctx ends (before its deadline, as when
-	// the checker stops) unblocks the read.
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
-	defer stop()
-	req := "GET " + path + " HTTP/1.1\r\nHost: " + hostport + "\r\nUser-Agent: " + userAgent + "\r\nConnection: close\r\n\r\n"
-	if _, err := io.WriteString(conn, req); err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	code, err := readStatus(conn)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	if code != 200 {
-		// The status code alone: the text after it is the node's to write.
-		return fmt.Errorf("GET %s: status %d", url, code)
-	}
-	return nil
-}
-
-var dialer = &net.Dialer{}
-
-const (
-	userAgent = "baremetal-cloud-controller-manager"
-	// statusLineMax bounds what is read of an answer: "HTTP/1.1 200 OK"
-	// and a reason phrase.
-	statusLineMax = 128
-)
-
-// readStatus reads an HTTP/1.x status line and returns its code.
-func readStatus(r io.Reader) (int, error) {
-	var buf [statusLineMax]byte
-	n := 0
-	for {
-		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
-			return parseStatus(buf[:i])
-		}
-		if n == len(buf) {
-			return 0, fmt.Errorf("no status line in the first %d bytes of the answer", len(buf))
-		}
-		m, err := r.Read(buf[n:])
-		n += m
-		if err != nil {
-			if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
-				return parseStatus(buf[:i])
-			}
-			if err == io.EOF {
-				return 0, errors.New("the connection closed before a status line")
-			}
-			return 0, err
-		}
-	}
-}
-
-// parseStatus reads "HTTP/1.x NNN[ reason]".
-func parseStatus(line []byte) (int, error) {
-	line = bytes.TrimSuffix(line, []byte("\r"))
-	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
-		return 0, errors.New("the answer is not HTTP/1.x")
-	}
-	code := 0
-	for _, d := range line[9:12] {
-		if d < '0' || d > '9' {
-			return 0, errors.New("the answer's status is not a number")
-		}
-		code = code*10 + int(d-'0')
-	}
-	return code, nil
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"testing/iotest"
 	"time"
 )
 
@@ -319,35 +318,6 @@ func TestHTTPProbeIsNotRedirected(t *testing.T) {
 	}
 	if err := <-wrote; err == nil {
 		t.Error("the node's server wrote all of a 64 MiB answer: the probe read it")
-	}
-}
-
-// TestReadStatus: what a node answers on its health port is the node's to
-// write; only an HTTP/1.x status line in the first bytes counts, and
-// nothing past them is read.
-func TestReadStatus(t *testing.T) {
-	for _, c := range []struct {
-		answer string
-		code   int
-		err    string
-	}{
-		{"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{}", 200, ""},
-		{"HTTP/1.0 503 Service Unavailable\r\n", 503, ""},
-		{"HTTP/1.1 200\r\n", 200, ""},
-		{"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/\r\n\r\n", 302, ""},
-		{"HTTP/2 200\r\n", 0, "not HTTP/1.x"},
-		{"HTTP/1.1 2000 OK\r\n", 0, "not HTTP/1.x"},
-		{"HTTP/1.1 2x0 OK\r\n", 0, "not a number"},
-		{"SSH-2.0-OpenSSH_9.2\r\n", 0, "not HTTP/1.x"},
-		{"HTTP/1.1 200 OK", 0, "closed before a status line"},
-		{"", 0, "closed before a status line"},
-		{"HTTP/1.1 200 " + strings.Repeat("O", 200) + "\r\n", 0, "no status line in the first 128 bytes"},
-	} {
-		// One byte at a time: a status line split over reads is whole.
-		code, err := readStatus(iotest.OneByteReader(strings.NewReader(c.answer)))
-		if code != c.code || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("%q: %d %v, want %d %q", c.answer, code, err, c.code, c.err)
-		}
 	}
 }
 
