@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -22,12 +23,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/rendezvous"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
 var (
 	nodes       = flag.Int("nodes", 100, "Nodes for the service burst and node churn")
 	services    = flag.Int("services", 1000, "LoadBalancer Services in the burst")
+	maxPaths    = flag.Int("maximum-paths", 0, "the peer's bgp.peers[].maximumPaths (0: the default, 255)")
 	joins       = flag.Int("join-nodes", 500, "Nodes registered at once for the node-join and routes scenarios")
 	runs        = flag.Int("runs", 3, "runs of each scenario; figures are the median, with min and max")
 	idle        = flag.Duration("idle", 5*time.Minute, "how long the steady-state scenario idles")
@@ -190,8 +194,8 @@ bgp:
   localASN: 64512
   routerID: 127.0.0.2
   peers:
-  - {address: 127.0.0.1, port: %d, asn: 64500, holdTime: 30s, connectRetryTime: 1s}
-%s`, b.peer.Port, extra)
+  - {address: 127.0.0.1, port: %d, asn: 64500, holdTime: 30s, connectRetryTime: 1s, maximumPaths: %d}
+%s`, b.peer.Port, pathsPerVIP(), extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
 
@@ -229,26 +233,113 @@ func (b *bench) deleteNodes(prefix string, n int) error {
 	})
 }
 
-// waitPaths waits until the peer has want prefixes with hops next hops
-// each (that pass has, if set) and returns how long after start that was
-// first so. The path count, which gobgpd answers at once, times it; a
-// dump of the whole table, which takes gobgpd seconds at 100,000 paths,
-// then confirms it.
-func (b *bench) waitPaths(start time.Time, want, hops int, has func(nhs []string) bool) (time.Duration, error) {
-	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, paths, err := b.peer.RIBCount("ipv4"); err != nil || paths != want*hops {
+// pathsPerVIP is the peer's maximumPaths.
+func pathsPerVIP() int {
+	if *maxPaths > 0 {
+		return *maxPaths
+	}
+	return config.DefaultMaximumPaths
+}
+
+// carriers is what the peer must have: each VIP via the Ready nodes
+// rendezvous hashing gives it (all of them when they are no more than
+// maximumPaths), nodes being bn-0 … by nodeIP. except, if not negative, is
+// a node that is not Ready.
+type carriers struct {
+	names []string
+	ips   map[string]string
+	n     int
+}
+
+func readyNodes(count, except int) carriers {
+	c := carriers{ips: map[string]string{}, n: min(count-btoi(except >= 0 && except < count), pathsPerVIP())}
+	for i := range count {
+		if i == except {
 			continue
 		}
+		name := fmt.Sprintf("bn-%d", i)
+		c.names = append(c.names, name)
+		c.ips[name] = nodeIP(i)
+	}
+	return c
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// of is a VIP's next hops, sorted.
+func (c carriers) of(vip netip.Addr) []string {
+	var out []string
+	for _, i := range rendezvous.Top(vip, c.names, c.n) {
+		out = append(out, c.ips[c.names[i]])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// changed counts the VIPs of rib whose next hops differ between a and b.
+func changed(vips []netip.Addr, a, b carriers) int {
+	n := 0
+	for _, v := range vips {
+		if !slices.Equal(a.of(v), b.of(v)) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitPaths waits until the peer has want prefixes, each via the next
+// hops of want, and returns when the count of paths first matched.
+//
+// When the count of paths was right from the first look (a node replacing
+// another in VIPs' subsets changes no count), the time is when a dump of
+// the table first showed the change: an upper bound, late by up to a dump.
+func (b *bench) waitPaths(start time.Time, want int, c carriers) (time.Duration, error) {
+	first := true
+	countSaid := false
+	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, paths, err := b.peer.RIBCount("ipv4")
+		if err != nil || paths != want*c.n {
+			first = false
+			continue
+		}
+		countSaid = countSaid || !first
+		first = false
 		at := time.Since(start)
-		if b.ribComplete(want, hops, has) {
+		if b.ribComplete(want, c.n, c.of) {
+			if !countSaid {
+				at = time.Since(start)
+			}
 			return at, nil
 		}
 	}
 	return 0, fmt.Errorf("not so after 10m")
 }
 
-// ribComplete reports whether the peer has want prefixes with hops next hops each.
-func (b *bench) ribComplete(want, hops int, has func(nhs []string) bool) bool {
+// ribVIPs are the VIPs the peer has.
+func (b *bench) ribVIPs() ([]netip.Addr, error) {
+	rib, err := b.peer.RIB("ipv4")
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for prefix := range rib {
+		p, err := netip.ParsePrefix(prefix)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Addr())
+	}
+	return out, nil
+}
+
+// ribComplete reports whether the peer has want prefixes with hops next
+// hops each, those of hopsOf when given.
+func (b *bench) ribComplete(want, hops int, hopsOf func(netip.Addr) []string) bool {
 	// Dumping a table of 100,000 paths takes gobgpd seconds: count first.
 	if _, paths, err := b.peer.RIBCount("ipv4"); err != nil || paths < want*hops {
 		return false
@@ -258,12 +349,25 @@ func (b *bench) ribComplete(want, hops int, has func(nhs []string) bool) bool {
 		return false
 	}
 	n := 0
-	for _, nhs := range rib {
-		if len(nhs) == hops && (has == nil || has(nhs)) {
-			n++
+	for prefix, nhs := range rib {
+		if len(nhs) != hops {
+			continue
 		}
+		if hopsOf != nil {
+			p, err := netip.ParsePrefix(prefix)
+			if err != nil || !slices.Equal(sortedCopy(nhs), hopsOf(p.Addr())) {
+				continue
+			}
+		}
+		n++
 	}
 	return n >= want
+}
+
+func sortedCopy(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }
 
 func (b *bench) print() {
