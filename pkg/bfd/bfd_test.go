@@ -95,10 +95,14 @@ func freePort(t *testing.T) int {
 func newPair(t *testing.T, timers Timers) *pair {
 	p := &pair{aAddr: netip.MustParseAddr("127.0.0.1"), bAddr: netip.MustParseAddr("127.0.0.2")}
 	aPort, bPort := freePort(t), freePort(t)
-	p.a = New(Options{ListenPort: aPort, PeerPort: bPort, OnChange: func(peer netip.Addr, from, to State, diag Diagnostic) {
+	p.a = New(Options{ListenPort: aPort, PeerPort: bPort, OnChange: func(c Change) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		p.changes = append(p.changes, from.String()+"→"+to.String()+" "+diag.String())
+		why := c.Diag.String()
+		if c.AdminDown {
+			why = "admin_down"
+		}
+		p.changes = append(p.changes, c.From.String()+"→"+c.To.String()+" "+why)
 	}})
 	p.b = New(Options{ListenPort: bPort, PeerPort: aPort})
 	t.Cleanup(p.a.Close)
@@ -173,7 +177,7 @@ func TestRemovedRouterIsToldAdminDown(t *testing.T) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if want := "Up→Down neighbor_signaled_down"; p.changes[len(p.changes)-1] != want {
+	if want := "Up→Down admin_down"; p.changes[len(p.changes)-1] != want {
 		t.Errorf("changes told: %v, want the last to be %q", p.changes, want)
 	}
 }
@@ -234,7 +238,7 @@ func TestSpoofedPacketsAreDropped(t *testing.T) {
 	start := time.Now()
 	for {
 		p.mu.Lock()
-		fell := slices.Contains(p.changes[seen:], "Up→Down neighbor_signaled_down")
+		fell := slices.Contains(p.changes[seen:], "Up→Down admin_down")
 		p.mu.Unlock()
 		if fell {
 			break

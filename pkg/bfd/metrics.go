@@ -16,7 +16,7 @@ var (
 	sessionDowns = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "baremetal_bfd",
 		Name:           "session_downs_total",
-		Help:           "Times the BFD session with the router fell from Up, by diagnostic (detection_time_expired: the router went silent; neighbor_signaled_down: it said so).",
+		Help:           "Times the BFD session with the router fell from Up, by diagnostic (detection_time_expired: the router went silent; neighbor_signaled_down: it said so; neighbor_admin_down: it was deconfigured).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"peer", "diagnostic"})
 	dropped = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -38,14 +38,18 @@ func Metrics() []metrics.Registerable {
 	return []metrics.Registerable{sessionUp, sessionDowns, dropped, sendErrors}
 }
 
-func sessionChanged(peer netip.Addr, from, to State, diag Diagnostic) {
+func sessionChanged(c Change) {
 	v := 0.0
-	if to == Up {
+	if c.To == Up {
 		v = 1
 	}
-	sessionUp.WithLabelValues(peer.String()).Set(v)
-	if from == Up {
-		sessionDowns.WithLabelValues(peer.String(), diag.String()).Inc()
+	sessionUp.WithLabelValues(c.Peer.String()).Set(v)
+	if c.From == Up {
+		why := c.Diag.String()
+		if c.AdminDown {
+			why = "neighbor_admin_down"
+		}
+		sessionDowns.WithLabelValues(c.Peer.String(), why).Inc()
 	}
 }
 

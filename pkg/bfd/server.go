@@ -40,13 +40,23 @@ type Peer struct {
 	Timers
 }
 
+// Change is a session's change of state.
+type Change struct {
+	Peer     netip.Addr
+	From, To State
+	Diag     Diagnostic
+	// AdminDown says the router ended the session by configuration
+	// (AdminDown): not a failure of the path (RFC 5882 §3.2).
+	AdminDown bool
+}
+
 // Options are a Server's ports and what it reports.
 type Options struct {
 	// ListenPort and PeerPort are Port unless set (tests use others).
 	ListenPort, PeerPort int
 	// OnChange is told each change of a session's state, from that
 	// session's goroutine: it must not block long.
-	OnChange func(peer netip.Addr, from, to State, diag Diagnostic)
+	OnChange func(Change)
 }
 
 // Server keeps a session with each router it is given, on one listener per

@@ -3,7 +3,6 @@ package bfd
 import (
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"sync/atomic"
 	"time"
 )
@@ -18,7 +17,7 @@ type session struct {
 	peer     Peer // Address and Source fixed; Timers: the last sent to the goroutine, under the Server's lock
 	local    uint32
 	conn     *net.UDPConn
-	onChange func(netip.Addr, State, State, Diagnostic)
+	onChange func(Change)
 
 	rx     chan packet
 	timers chan Timers
@@ -27,7 +26,7 @@ type session struct {
 	state  atomic.Uint32
 }
 
-func newSession(p Peer, disc uint32, conn *net.UDPConn, onChange func(netip.Addr, State, State, Diagnostic)) *session {
+func newSession(p Peer, disc uint32, conn *net.UDPConn, onChange func(Change)) *session {
 	s := &session{peer: p, local: disc, conn: conn, onChange: onChange,
 		rx: make(chan packet, 16), timers: make(chan Timers, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.state.Store(uint32(Down))
@@ -70,7 +69,7 @@ func (s *session) run(timers Timers) {
 	detectTime := func() time.Duration {
 		return time.Duration(remoteMult) * max(timers.ReceiveInterval, remoteMinTx)
 	}
-	setState := func(to State, d Diagnostic) {
+	setState := func(to State, d Diagnostic, adminDown bool) {
 		from := state
 		state, diag = to, d
 		s.state.Store(uint32(to))
@@ -79,9 +78,10 @@ func (s *session) run(timers Timers) {
 		if from == Up || to == Up {
 			polling = true
 		}
-		sessionChanged(s.peer.Address, from, to, d)
+		c := Change{Peer: s.peer.Address, From: from, To: to, Diag: d, AdminDown: adminDown}
+		sessionChanged(c)
 		if s.onChange != nil {
-			s.onChange(s.peer.Address, from, to, d)
+			s.onChange(c)
 		}
 	}
 
@@ -127,7 +127,7 @@ func (s *session) run(timers Timers) {
 				polling = false
 			}
 			if to, d, changed := next(state, p.State); changed {
-				setState(to, d)
+				setState(to, d, p.State == AdminDown)
 				// The router learns of the change now, not an interval later.
 				if !p.Poll && remoteMinRx > 0 {
 					send(state, polling, false)
@@ -151,7 +151,7 @@ func (s *session) run(timers Timers) {
 		case <-detect.C:
 			if state == Init || state == Up {
 				remoteDisc = 0
-				setState(Down, DetectionTimeExpired)
+				setState(Down, DetectionTimeExpired, false)
 				sooner()
 			}
 		}

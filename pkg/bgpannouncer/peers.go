@@ -259,16 +259,17 @@ func (a *Announcer) setBFD(b config.BGP, applied map[netip.Addr]bgp.Peer) {
 
 // bfdChanged ends the BGP session of a router whose BFD session fell from
 // Up: the path to it is gone, and the session should not wait for its
-// hold time to say so.
-func (a *Announcer) bfdChanged(peer netip.Addr, from, to bfd.State, diag bfd.Diagnostic) {
-	klog.InfoS("BFD session changed", "peer", peer, "from", from, "to", to, "diagnostic", diag)
-	if from != bfd.Up || to != bfd.Down {
+// hold time to say so. A router that deconfigured BFD (AdminDown) keeps
+// its session.
+func (a *Announcer) bfdChanged(c bfd.Change) {
+	klog.InfoS("BFD session changed", "peer", c.Peer, "from", c.From, "to", c.To, "diagnostic", c.Diag, "adminDown", c.AdminDown)
+	if c.From != bfd.Up || c.To != bfd.Down || c.AdminDown {
 		return
 	}
-	if s := a.peers.speaker(peer); s != nil {
+	if s := a.peers.speaker(c.Peer); s != nil {
 		go func() {
-			if err := s.ResetPeer(context.Background(), peer, "BFD session down: "+diag.String()); err != nil {
-				klog.ErrorS(err, "Resetting the BGP session after BFD went down", "peer", peer)
+			if err := s.ResetPeer(context.Background(), c.Peer, "BFD session down: "+c.Diag.String()); err != nil {
+				klog.ErrorS(err, "Resetting the BGP session after BFD went down", "peer", c.Peer)
 			}
 		}()
 	}

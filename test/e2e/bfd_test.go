@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -241,6 +242,69 @@ func TestBFD(t *testing.T) {
 	}
 	bothEstablished("cp1's session back after BFD ended it")
 	everyVIPVia("every VIP via every node, cp1 back", 90*time.Second, nodes)
+
+	// The alert on BFD: Prometheus scrapes both replicas with the shipped
+	// rules; inactive while BFD is up. The router then drops BFD for the
+	// neighbours (AdminDown): that is configuration, not a failure, so no
+	// BGP session is reset, and the alert goes pending (BFD down under an
+	// established session: a host failure would wait for the hold time).
+	var targets []string
+	for i, r := range replicas {
+		addr, err := cps[i].ns.ForwardOutOf(r.SecurePort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, addr)
+	}
+	prom := framework.StartPrometheus(t, cluster, targets, filepath.Join(framework.RepoRoot(), framework.AlertsFile))
+	port, _ := strconv.Atoi(targets[0][strings.LastIndex(targets[0], ":")+1:])
+	metrics, err := cluster.AdminGet(&framework.Process{Name: replicas[0].Name, SecurePort: port}, "/metrics", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := framework.ExportedNames(string(metrics))
+	bfdAlert := func() framework.AlertRule {
+		for _, r := range prom.Rules(t) {
+			if r.Name == "BaremetalBFDSessionDown" {
+				return r
+			}
+		}
+		t.Fatal("Prometheus has no alert BaremetalBFDSessionDown")
+		return framework.AlertRule{}
+	}
+	rule := bfdAlert()
+	for _, name := range framework.MetricNames(rule.Query) {
+		if !exported[name] {
+			t.Errorf("alert %s: %s is not a metric the CCM exports (%s)", rule.Name, name, rule.Query)
+		}
+	}
+	if rule.Health != "ok" || rule.State != "inactive" {
+		t.Errorf("alert %s: %s, %s %s; want ok and inactive while BFD is up", rule.Name, rule.State, rule.Health, rule.LastError)
+	}
+	resets := func() int { return strings.Count(replicas[0].Logs()+replicas[1].Logs(), "BFD session down:") }
+	before := resets()
+	if out, err := frr.Vtysh("configure terminal", "router bgp 64500", "no"+strings.TrimRight(bfdLines.Text, "\n"), "end"); err != nil {
+		t.Fatal(err, out)
+	}
+	framework.Eventually(t, 60*time.Second, "BaremetalBFDSessionDown pending once the router dropped BFD", func() (bool, string) {
+		r := bfdAlert()
+		return r.State == "pending", r.State
+	})
+	if n := resets() - before; n > 0 {
+		t.Errorf("the replicas reset %d BGP sessions when the router deconfigured BFD", n)
+	}
+	for _, h := range cps {
+		if !established(h.ip) {
+			t.Errorf("the session with %s ended when the router deconfigured BFD", h.ip)
+		}
+	}
+	if out, err := frr.Vtysh("configure terminal", "router bgp 64500", strings.TrimRight(bfdLines.Text, "\n"), "end"); err != nil {
+		t.Fatal(err, out)
+	}
+	framework.Eventually(t, 60*time.Second, "BFD up again and the alert inactive", func() (bool, string) {
+		r := bfdAlert()
+		return r.State == "inactive", r.State
+	})
 
 	// pathsFrom counts the paths the router holds from a replica, and the
 	// stale ones among them.

@@ -63,8 +63,8 @@ func TestDashboardAndAlerts(t *testing.T) {
 		if r.Health != "ok" {
 			t.Errorf("alert %s: health %q: %s", r.Name, r.Health, r.LastError)
 		}
-		if strings.HasPrefix(r.Name, "BaremetalL2") {
-			continue // test/l2
+		if strings.HasPrefix(r.Name, "BaremetalL2") || strings.HasPrefix(r.Name, "BaremetalBFD") {
+			continue // test/l2, and test/e2e's TestBFD: they need layer 2 pools, a router running BFD
 		}
 		for _, name := range framework.MetricNames(r.Query) {
 			if !exported[name] {

@@ -42,6 +42,8 @@ var (
 	out         = flag.String("out", "bench.json", "where to write the figures as JSON")
 	heapProfile = flag.String("heap-profile", "", "if set, where to save the CCM's heap profile after the service burst")
 	cpuProfile  = flag.String("cpu-profile", "", "if set, where to save a CPU profile of the CCM's first 20 s of the service burst")
+	idleProfile = flag.String("idle-cpu-profile", "", "if set, where to save a CPU profile of the CCM's first 30 s after the node churn (the idle scenario's start)")
+	ccmLog      = flag.String("ccm-log", "", "if set, where to copy the service scenarios' CCM log after the idle scenario")
 )
 
 // figure is one measured quantity over the runs.
@@ -189,7 +191,7 @@ loadBalancer:
   healthCheck: {enabled: false}
   pools:
   - name: bench
-    addresses: [198.19.0.0/20]
+    addresses: [198.19.0.0/18]
 bgp:
   localASN: 64512
   routerID: 127.0.0.2

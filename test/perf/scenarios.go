@@ -22,10 +22,15 @@ import (
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
+// lbService is a LoadBalancer Service without node ports: the CCM uses
+// none (routers send to the nodes' kube-proxy by VIP), and 5,000 Services
+// would exhaust the API server's node-port range.
 func lbService(name string) *v1.Service {
+	noNodePorts := false
 	return &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}}},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80}},
+			AllocateLoadBalancerNodePorts: &noNodePorts},
 	}
 }
 
@@ -243,8 +248,23 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}
 
 	// 6. Steady state, then pods of other Services churning.
+	var idleProfiled chan error
+	if *idleProfile != "" {
+		idleProfiled = make(chan error, 1)
+		go func() { idleProfiled <- b.saveProfile(ccm, "profile?seconds=30", *idleProfile) }()
+	}
 	if err := b.steadyState(ccm); err != nil {
 		return err
+	}
+	if idleProfiled != nil {
+		if err := <-idleProfiled; err != nil {
+			return err
+		}
+	}
+	if *ccmLog != "" {
+		if data, err := os.ReadFile(ccm.LogPath()); err == nil {
+			os.WriteFile(*ccmLog, data, 0o644)
+		}
 	}
 	if err := b.podChurn(ccm); err != nil {
 		return err
