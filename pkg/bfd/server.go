@@ -45,9 +45,14 @@ type Change struct {
 	Peer     netip.Addr
 	From, To State
 	Diag     Diagnostic
-	// AdminDown says the router ended the session by configuration
-	// (AdminDown): not a failure of the path (RFC 5882 §3.2).
+	// AdminDown says the router ended the session by configuration: it
+	// sent AdminDown, or Down with the diagnostic "administratively down"
+	// (FRR's bfdd when BFD is removed from a neighbour). Not a failure of
+	// the path (RFC 5882 §3.2).
 	AdminDown bool
+	// RemoteDiag is the router's diagnostic in the packet that changed
+	// the state, if one did.
+	RemoteDiag Diagnostic
 }
 
 // Options are a Server's ports and what it reports.

@@ -69,7 +69,7 @@ func (s *session) run(timers Timers) {
 	detectTime := func() time.Duration {
 		return time.Duration(remoteMult) * max(timers.ReceiveInterval, remoteMinTx)
 	}
-	setState := func(to State, d Diagnostic, adminDown bool) {
+	setState := func(to State, d Diagnostic, adminDown bool, remoteDiag Diagnostic) {
 		from := state
 		state, diag = to, d
 		s.state.Store(uint32(to))
@@ -78,7 +78,7 @@ func (s *session) run(timers Timers) {
 		if from == Up || to == Up {
 			polling = true
 		}
-		c := Change{Peer: s.peer.Address, From: from, To: to, Diag: d, AdminDown: adminDown}
+		c := Change{Peer: s.peer.Address, From: from, To: to, Diag: d, AdminDown: adminDown, RemoteDiag: remoteDiag}
 		sessionChanged(c)
 		if s.onChange != nil {
 			s.onChange(c)
@@ -127,7 +127,7 @@ func (s *session) run(timers Timers) {
 				polling = false
 			}
 			if to, d, changed := next(state, p.State); changed {
-				setState(to, d, p.State == AdminDown)
+				setState(to, d, p.State == AdminDown || p.Diagnostic == AdministrativelyDown, p.Diagnostic)
 				// The router learns of the change now, not an interval later.
 				if !p.Poll && remoteMinRx > 0 {
 					send(state, polling, false)
@@ -151,7 +151,7 @@ func (s *session) run(timers Timers) {
 		case <-detect.C:
 			if state == Init || state == Up {
 				remoteDisc = 0
-				setState(Down, DetectionTimeExpired, false)
+				setState(Down, DetectionTimeExpired, false, NoDiagnostic)
 				sooner()
 			}
 		}

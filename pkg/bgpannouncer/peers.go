@@ -257,13 +257,16 @@ func (a *Announcer) setBFD(b config.BGP, applied map[netip.Addr]bgp.Peer) {
 	a.report.Report("bfd", problems, nil)
 }
 
-// bfdChanged ends the BGP session of a router whose BFD session fell from
-// Up: the path to it is gone, and the session should not wait for its
-// hold time to say so. A router that deconfigured BFD (AdminDown) keeps
-// its session.
+// bfdChanged ends the BGP session of a router that went silent (its BFD
+// session's detection time passed): the path to it is gone, and the
+// session should not wait for its hold time to say so. A router that says
+// Down ends its own BGP session if it means to (it does when it stopped
+// hearing this replica); it also says so when BFD is merely removed from
+// the neighbour (FRR 8.4 sends Down, not AdminDown), which must not reset
+// a working session.
 func (a *Announcer) bfdChanged(c bfd.Change) {
-	klog.InfoS("BFD session changed", "peer", c.Peer, "from", c.From, "to", c.To, "diagnostic", c.Diag, "adminDown", c.AdminDown)
-	if c.From != bfd.Up || c.To != bfd.Down || c.AdminDown {
+	klog.InfoS("BFD session changed", "peer", c.Peer, "from", c.From, "to", c.To, "diagnostic", c.Diag, "adminDown", c.AdminDown, "routerDiagnostic", c.RemoteDiag)
+	if c.From != bfd.Up || c.To != bfd.Down || c.Diag != bfd.DetectionTimeExpired {
 		return
 	}
 	if s := a.peers.speaker(c.Peer); s != nil {
