@@ -152,7 +152,9 @@ func TestSilenceIsDetected(t *testing.T) {
 	p.b.mu.Unlock()
 	took := waitState(t, p.a, p.bAddr, Down, 2*time.Second)
 	t.Logf("down %s after the last packet could be sent (detection time %s)", took, 3*fast.ReceiveInterval)
-	if took > 250*time.Millisecond {
+	// Generous for a loaded CI machine; a session at the slow rate (1 s)
+	// or waiting for the BGP hold time would be far beyond it.
+	if took > 600*time.Millisecond {
 		t.Errorf("down after %s, want within about the detection time of %s", took, 3*fast.ReceiveInterval)
 	}
 	p.mu.Lock()
@@ -172,7 +174,7 @@ func TestRemovedRouterIsToldAdminDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := waitState(t, p.a, p.bAddr, Down, time.Second)
-	if took > 100*time.Millisecond {
+	if took > 500*time.Millisecond {
 		t.Errorf("down %s after the router was deconfigured, want at once", took)
 	}
 	p.mu.Lock()
