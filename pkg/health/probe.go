@@ -135,41 +135,35 @@ func (p *prober) roundTrip(ctx context.Context, c *probeConn, ap netip.AddrPort,
 	if _, err := io.WriteString(c, req); err != nil {
 		return 0, false, false, err
 	}
+	// Read until the headers end, the buffer is full, the status line is
+	// overlong, or the connection fails; then judge what came, in one
+	// place whichever stopped the reading.
 	var buf [headerMax]byte
 	n, end := 0, -1
-	for end < 0 {
-		if n == len(buf) {
-			break
-		}
-		m, rerr := c.Read(buf[n:])
+	var rerr error
+	for end < 0 && n < len(buf) && rerr == nil && (n < statusLineMax || bytes.IndexByte(buf[:statusLineMax], '\n') >= 0) {
+		var m int
+		m, rerr = c.Read(buf[n:])
 		n += m
 		end = bytes.Index(buf[:n], []byte("\r\n\r\n"))
-		if rerr != nil {
-			if end >= 0 {
-				break
-			}
-			if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
-				code, err := parseStatus(buf[:i])
-				return code, false, true, err
-			}
-			if rerr == io.EOF {
-				rerr = errors.New("the connection closed before a status line")
-			}
-			return 0, false, n > 0, rerr
-		}
-		if end < 0 && n >= statusLineMax && bytes.IndexByte(buf[:statusLineMax], '\n') < 0 {
-			return 0, false, true, fmt.Errorf("no status line in the first %d bytes of the answer", statusLineMax)
-		}
 	}
-	i := bytes.IndexByte(buf[:n], '\n')
-	if i < 0 || i >= statusLineMax {
+	i := bytes.IndexByte(buf[:min(n, statusLineMax)], '\n')
+	switch {
+	case i >= 0:
+	case n >= statusLineMax:
 		return 0, false, true, fmt.Errorf("no status line in the first %d bytes of the answer", statusLineMax)
+	case rerr == io.EOF:
+		return 0, false, n > 0, errors.New("the connection closed before a status line")
+	default:
+		return 0, false, n > 0, rerr
 	}
 	if code, err = parseStatus(buf[:i]); err != nil {
 		return 0, false, true, err
 	}
-	if end < 0 {
-		return code, false, true, nil // headers beyond headerMax: judged, not kept
+	if end < 0 || rerr != nil {
+		// Headers beyond headerMax, or the node closed the connection:
+		// judged, not kept.
+		return code, false, true, nil
 	}
 	length, framed := contentLength(buf[i+1 : end+2])
 	if !framed || length > bodyMax {
@@ -234,11 +228,10 @@ func parseStatus(line []byte) (int, error) {
 // httpProbe probes a target's health check URL.
 func (c *Checker) httpProbe(ctx context.Context, t Target) error {
 	c.mu.Lock()
-	port, path := c.settings.Port, c.settings.Path
+	port, path, url := c.settings.Port, c.settings.Path, c.settings.URL(t.Addr)
 	c.mu.Unlock()
-	ap := netip.AddrPortFrom(t.Addr, port)
-	if err := c.prober.get(ctx, ap, path); err != nil {
-		return fmt.Errorf("GET http://%s%s: %w", ap, path, err)
+	if err := c.prober.get(ctx, netip.AddrPortFrom(t.Addr, port), path); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	return nil
 }
