@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -53,17 +54,20 @@ func echoDeployment(t *testing.T, ns, name string, replicas int32) {
 }
 
 // echoPods is where each pod of the app runs: pod name → node name, and
-// pod name → pod IP.
-func echoPods(t *testing.T, ns, app string) (nodes, ips map[string]string) {
+// pod name → pod IPs, one per family.
+func echoPods(t *testing.T, ns, app string) (nodes map[string]string, ips map[string][]string) {
 	t.Helper()
 	pods, err := lab.Admin.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + app})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, ips = map[string]string{}, map[string]string{}
+	nodes, ips = map[string]string{}, map[string][]string{}
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil {
-			nodes[p.Name], ips[p.Name] = p.Spec.NodeName, p.Status.PodIP
+			nodes[p.Name] = p.Spec.NodeName
+			for _, ip := range p.Status.PodIPs {
+				ips[p.Name] = append(ips[p.Name], ip.IP)
+			}
 		}
 	}
 	return nodes, ips
@@ -95,13 +99,21 @@ func askFrom(ns *framework.Netns, addr string, timeout time.Duration) (pod, sour
 	if len(f) != 2 {
 		return "", "", fmt.Errorf("answer %q", buf[:n])
 	}
-	host, _, _ := strings.Cut(f[1], ":")
+	host, _, err := net.SplitHostPort(f[1])
+	if err != nil {
+		return "", "", fmt.Errorf("answer %q: %w", buf[:n], err)
+	}
 	return f[0], host, nil
 }
 
-// routerNextHops is what FRR installed in the router's kernel for prefix.
+// routerNextHops is what FRR installed in the router's kernel for prefix,
+// of either family.
 func routerNextHops(prefix string) []string {
-	out, err := lab.Router.IP("-4", "route", "show", prefix)
+	family := "-4"
+	if strings.Contains(prefix, ":") {
+		family = "-6"
+	}
+	out, err := lab.Router.IP(family, "route", "show", prefix)
 	if err != nil {
 		return nil
 	}
@@ -116,11 +128,17 @@ func routerNextHops(prefix string) []string {
 	return hops
 }
 
-func nodeIPs(names ...string) []string {
+// nodeIPs are the named nodes' IPv4 addresses, sorted.
+func nodeIPs(names ...string) []string { return nodeAddrs(false, names...) }
+
+// nodeIPs6 are their IPv6 addresses, sorted.
+func nodeIPs6(names ...string) []string { return nodeAddrs(true, names...) }
+
+func nodeAddrs(v6 bool, names ...string) []string {
 	var out []string
 	for _, n := range lab.Nodes {
 		if slices.Contains(names, n.Name) {
-			out = append(out, n.IP)
+			out = append(out, map[bool]string{false: n.IP, true: n.IP6}[v6])
 		}
 	}
 	sort.Strings(out)

@@ -56,7 +56,8 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 			t.Fatal(out)
 		}
 		if add {
-			if out, err := lab.FRR.Vtysh("configure terminal", fmt.Sprintf("router bgp %d", RouterASN), fmt.Sprintf("neighbor %s timers 3 9", second.IP)); err != nil {
+			if out, err := lab.FRR.Vtysh("configure terminal", fmt.Sprintf("router bgp %d", RouterASN), fmt.Sprintf("neighbor %s timers 3 9", second.IP),
+				"address-family ipv6 unicast", fmt.Sprintf("neighbor %s activate", second.IP)); err != nil {
 				t.Fatal(out)
 			}
 		}
@@ -64,8 +65,12 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	peer(true)
 	t.Cleanup(func() { peer(false) })
 
+	_, cidrs, err := DualStack()
+	if err != nil {
+		t.Fatal(err)
+	}
 	values := filepath.Join(t.TempDir(), "values.yaml")
-	text := fmt.Sprintf("k8sServiceHost: %s\nk8sServicePort: 6443\ncloudConfig:\n  inline: |\n    %s\n", cp.IP,
+	text := fmt.Sprintf("k8sServiceHost: %s\nk8sServicePort: 6443\nclusterCIDR: %s\ncloudConfig:\n  inline: |\n    %s\n", cp.IP, cidrs,
 		strings.ReplaceAll(strings.TrimSpace(lab.CloudConfig()), "\n", "\n    "))
 	if err := os.WriteFile(values, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -193,9 +198,10 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	}
 	// The router drops the pod routes once its graceful-restart time for
 	// the CCM's sessions has passed.
-	framework.Eventually(t, time.Minute, "no pod route left at the router", func() (bool, string) {
-		out, err := lab.Router.IP("-4", "route", "show", "root", PodSubnet)
-		return err == nil && strings.TrimSpace(out) == "", fmt.Sprintf("%v: %s", err, out)
+	framework.Eventually(t, time.Minute, "no pod route of either family left at the router", func() (bool, string) {
+		out4, err4 := lab.Router.IP("-4", "route", "show", "root", PodSubnet)
+		out6, err6 := lab.Router.IP("-6", "route", "show", "root", PodSubnet6)
+		return err4 == nil && err6 == nil && strings.TrimSpace(out4+out6) == "", fmt.Sprintf("%v %v: %s%s", err4, err6, out4, out6)
 	})
 }
 

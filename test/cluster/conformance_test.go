@@ -16,10 +16,13 @@ import (
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
-// upstreamLoadBalancerE2E runs the part of upstream's LoadBalancer e2e
-// suite that fits CI (LoadBalancerCI) against the CCM installed; make
-// conformance runs all of it.
-func upstreamLoadBalancerE2E(t *testing.T) {
+// upstreamE2E runs, in one e2e.test, the part of upstream's LoadBalancer
+// e2e suite that fits CI (LoadBalancerCI; make conformance runs all of it)
+// and upstream's dual-stack specs of DualStackCI, against the CCM
+// installed. Each must pass; fewer than the 4 + 6 running is a focus gone
+// stale.
+func upstreamE2E(t *testing.T) {
+	const want = 10
 	// The suite lets one node be unready (the Deployment's Pending
 	// replica), and its specs that need two nodes skip themselves: every
 	// worker must be schedulable first (a node back from an earlier test
@@ -39,10 +42,11 @@ func upstreamLoadBalancerE2E(t *testing.T) {
 	var out bytes.Buffer
 	start := time.Now()
 	dir := filepath.Join(lab.Dir, "e2e")
-	err := lab.RunE2E(LoadBalancerCI, dir, 1, 40*time.Minute, io.MultiWriter(&out, os.Stdout))
+	focus := LoadBalancerCI + "|" + DualStackCI
+	err := lab.RunE2E(focus, dir, 1, 40*time.Minute, io.MultiWriter(&out, os.Stdout))
 	t.Logf("e2e.test ran %s", time.Since(start).Round(time.Second))
 	if err != nil {
-		t.Errorf("upstream's LoadBalancer specs failed: %v (ginkgo's output above; JUnit report in %s)", err, dir)
+		t.Errorf("upstream's specs failed: %v (ginkgo's output above; JUnit report in %s)", err, dir)
 	}
 	specs, err := Specs(filepath.Join(dir, "junit.xml"))
 	if err != nil {
@@ -60,7 +64,7 @@ func upstreamLoadBalancerE2E(t *testing.T) {
 			t.Errorf("%s: %s %s", sp.Name, sp.Result, sp.Message)
 		}
 	}
-	if ran < 5 {
-		t.Errorf("%d specs ran, want the 4 of the externalTrafficPolicy Local group and the finalizer's", ran)
+	if ran < want {
+		t.Errorf("%d specs ran, want %d: the focus %s matches other specs than it did", ran, want, focus)
 	}
 }

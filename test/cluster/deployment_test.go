@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -24,8 +25,10 @@ func TestCCMAsADeployment(t *testing.T) {
 	for _, n := range nodeNames() {
 		registeredUninitialised(t, n)
 	}
-	if hops := routerNextHops("10.244.0.0/16"); len(hops) != 0 {
-		t.Errorf("the router has pod routes before the CCM runs: %v", hops)
+	for _, subnet := range []string{PodSubnet, PodSubnet6} {
+		if hops := routerNextHops(subnet); len(hops) != 0 {
+			t.Errorf("the router has pod routes in %s before the CCM runs: %v", subnet, hops)
+		}
 	}
 	installed := time.Now()
 	if err := lab.InstallDeployment(ccmImageName); err != nil {
@@ -50,15 +53,25 @@ func TestCCMAsADeployment(t *testing.T) {
 	})
 	noRestarts(t, "deploy/deployment.yaml on initialised Nodes")
 
-	// Pod routes: every node's pod CIDR at the router, via the node.
-	framework.Eventually(t, time.Minute, "each pod CIDR routed via its node", func() (bool, string) {
+	// Pod routes: every node's pod CIDRs at the router, via the node's
+	// address of the CIDR's family.
+	framework.Eventually(t, time.Minute, "each pod CIDR of both families routed via its node", func() (bool, string) {
 		for _, n := range lab.Nodes {
 			node, err := lab.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
-			if hops := routerNextHops(node.Spec.PodCIDR); !slices.Equal(hops, []string{n.IP}) {
-				return false, fmt.Sprintf("%s (%s) via %v", node.Spec.PodCIDR, n.Name, hops)
+			if len(node.Spec.PodCIDRs) != 2 {
+				return false, fmt.Sprintf("%s: pod CIDRs %v, want one of each family", n.Name, node.Spec.PodCIDRs)
+			}
+			for _, cidr := range node.Spec.PodCIDRs {
+				via := n.IP
+				if strings.Contains(cidr, ":") {
+					via = n.IP6
+				}
+				if hops := routerNextHops(cidr); !slices.Equal(hops, []string{via}) {
+					return false, fmt.Sprintf("%s (%s) via %v, want %s", cidr, n.Name, hops, via)
+				}
 			}
 		}
 		return true, ""
@@ -72,7 +85,7 @@ func TestCCMAsADeployment(t *testing.T) {
 	echoDeployment(t, ns, "echo", int32(len(workerNames())))
 	podNodes, podIPs := echoPods(t, ns, "echo")
 
-	t.Run("pod to pod across nodes over the announced routes", func(t *testing.T) {
+	t.Run("pod to pod across nodes over the announced routes, in both families", func(t *testing.T) {
 		var server, serverNode string
 		for p, n := range podNodes {
 			server, serverNode = p, n
@@ -84,29 +97,35 @@ func TestCCMAsADeployment(t *testing.T) {
 				other = n
 			}
 		}
-		client := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dial"},
-			Spec: v1.PodSpec{NodeName: other, RestartPolicy: v1.RestartPolicyNever,
-				Containers: []v1.Container{{Name: "dial", Image: echoImage, Args: []string{"-dial", podIPs[server] + ":8080"}}}}}
-		if _, err := lab.Admin.CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+		if len(podIPs[server]) != 2 {
+			t.Fatalf("pod %s has the addresses %v, want one of each family", server, podIPs[server])
 		}
-		defer lab.Admin.CoreV1().Pods(ns).Delete(ctx, "dial", metav1.DeleteOptions{})
-		framework.Eventually(t, time.Minute, "the client pod finished", func() (bool, string) {
-			p, err := lab.Admin.CoreV1().Pods(ns).Get(ctx, "dial", metav1.GetOptions{})
+		for i, ip := range podIPs[server] {
+			name := fmt.Sprintf("dial-%d", i)
+			client := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: v1.PodSpec{NodeName: other, RestartPolicy: v1.RestartPolicyNever,
+					Containers: []v1.Container{{Name: "dial", Image: echoImage, Args: []string{"-dial", net.JoinHostPort(ip, "8080")}}}}}
+			if _, err := lab.Admin.CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			defer lab.Admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			framework.Eventually(t, time.Minute, "the client pod finished", func() (bool, string) {
+				p, err := lab.Admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				if p.Status.Phase == v1.PodFailed {
+					t.Fatalf("the pod on %s could not reach %s on %s", other, ip, serverNode)
+				}
+				return p.Status.Phase == v1.PodSucceeded, string(p.Status.Phase)
+			})
+			raw, err := lab.Admin.CoreV1().Pods(ns).GetLogs(name, &v1.PodLogOptions{}).DoRaw(ctx)
 			if err != nil {
-				return false, err.Error()
+				t.Fatal(err)
 			}
-			if p.Status.Phase == v1.PodFailed {
-				t.Fatalf("the pod on %s could not reach %s on %s (%s)", other, podIPs[server], serverNode, podIPs[server])
+			if !strings.HasPrefix(string(raw), server+" ") {
+				t.Errorf("the pod on %s got %q from %s, want an answer from %s", other, raw, ip, server)
 			}
-			return p.Status.Phase == v1.PodSucceeded, string(p.Status.Phase)
-		})
-		raw, err := lab.Admin.CoreV1().Pods(ns).GetLogs("dial", &v1.PodLogOptions{}).DoRaw(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasPrefix(string(raw), server+" ") {
-			t.Errorf("the pod on %s got %q from %s, want an answer from %s", other, raw, podIPs[server], server)
 		}
 	})
 
@@ -125,6 +144,10 @@ func TestCCMAsADeployment(t *testing.T) {
 	})
 
 	t.Run("the status page through kubectl port-forward, as troubleshooting shows", func(t *testing.T) { statusPage(t, ns) })
+
+	t.Run("a dual-stack Service: a VIP of each family, each via the workers' addresses of its family, served by kube-proxy", func(t *testing.T) {
+		dualStackService(t, ns)
+	})
 
 	t.Run("externalTrafficPolicy Local: only nodes with a pod, the client's address kept", func(t *testing.T) {
 		// One pod, on one worker.
@@ -185,7 +208,7 @@ func TestCCMAsADeployment(t *testing.T) {
 		t.Logf("%s left the VIP's next hops %s after its kubelet stopped", victim.Name, time.Since(stopped).Round(time.Second))
 	})
 
-	t.Run("upstream's LoadBalancer e2e specs", upstreamLoadBalancerE2E)
+	t.Run("upstream's LoadBalancer and dual-stack e2e specs", upstreamE2E)
 
 	// Last: it patches the Deployment as the README says for layer 2 pools.
 	t.Run("layer 2 VIPs answered with the MAC of a worker that serves them", func(t *testing.T) { layer2VIPs(t, ns) })

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -48,9 +49,36 @@ func ImageName(path string) (string, error) {
 	}
 }
 
-// Manifest is a file of deploy/ with only the image name changed.
+// Manifest is a file of deploy/ with the image name changed and both pod
+// ranges in --cluster-cidr, as docs/operations/install.md says for a
+// dual-stack cluster.
 func Manifest(file, image string) (string, error) {
-	return LabCopy(file, [][2]string{{shippedImage, image}}, "")
+	_, cidrs, err := DualStack()
+	if err != nil {
+		return "", err
+	}
+	return LabCopy(file, [][2]string{{shippedImage, image}, {"--cluster-cidr=" + PodSubnet + "\n", "--cluster-cidr=" + cidrs + "\n"}}, "")
+}
+
+// DualStack is the networking section docs/operations/install.md gives
+// kubeadm for both families, and its podSubnet: the CCM's --cluster-cidr.
+func DualStack() (networking, podSubnets string, err error) {
+	b, err := framework.MarkdownBlock("docs/operations/install.md", "kubeadm's networking", "yaml")
+	if err != nil {
+		return "", "", err
+	}
+	var doc struct {
+		Networking struct {
+			PodSubnet string `yaml:"podSubnet"`
+		} `yaml:"networking"`
+	}
+	if err := yaml.Unmarshal([]byte(b.Text), &doc); err != nil {
+		return "", "", fmt.Errorf("%s:%d: %w", b.File, b.Line, err)
+	}
+	if want := PodSubnet + "," + PodSubnet6; doc.Networking.PodSubnet != want {
+		return "", "", fmt.Errorf("%s:%d: podSubnet %q; the lab's pod routes are checked in %s", b.File, b.Line, doc.Networking.PodSubnet, want)
+	}
+	return b.Text, doc.Networking.PodSubnet, nil
 }
 
 // inventorySize is how many machines the lab's inventory lists: the
@@ -58,19 +86,20 @@ func Manifest(file, image string) (string, error) {
 // racks.
 const inventorySize = 8
 
-// CloudConfig is the lab's inventory (a zone per machine), its VIP pool,
+// CloudConfig is the lab's inventory (a zone per machine, an address of
+// each family), its VIP pool of both families,
 // routes on, and the router as the BGP peer.
 func (l *Lab) CloudConfig() string {
 	var b strings.Builder
 	b.WriteString("inventory:\n  machines:\n")
 	for i := range inventorySize {
 		name, ip := machine(i)
-		fmt.Fprintf(&b, "  - name: %s\n    zone: lab-%s\n    addresses: [{type: InternalIP, address: %s}]\n", name, name, ip)
+		fmt.Fprintf(&b, "  - name: %s\n    zone: lab-%s\n    addresses: [{type: InternalIP, address: %s}, {type: InternalIP, address: \"%s\"}]\n", name, name, ip, ip6Of(ip))
 	}
 	fmt.Fprintf(&b, `loadBalancer:
   pools:
   - name: lab
-    addresses: [%s]
+    addresses: [%s, "%s"]
     avoidBuggyIPs: true
 routes: {}
 bgp:
@@ -81,7 +110,7 @@ bgp:
     holdTime: 9s
     connectRetryTime: 1s
     gracefulRestart: {restartTime: 15s}
-`, VIPPool, CCMASN, LabGW, RouterASN)
+`, VIPPool, VIPPool6, CCMASN, LabGW, RouterASN)
 	return b.String()
 }
 

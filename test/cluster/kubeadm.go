@@ -102,11 +102,17 @@ func (n *Node) kubeadm(args ...string) error {
 }
 
 // kubeadmInit makes the control plane, with the project's init.yaml, the
-// way the README says, CoreDNS included (upstream's e2e specs resolve
-// Service names); the preflight checks are not run (they would pull images
-// and check the host's kernel settings).
+// way the README says, with both families as docs/operations/install.md
+// says, CoreDNS included (upstream's e2e specs resolve Service names); the
+// preflight checks are not run (they would pull images and check the
+// host's kernel settings).
 func (l *Lab) kubeadmInit(cp *Node) error {
-	config, err := LabCopy("deploy/kubeadm/init.yaml", nil, labOnly)
+	networking, _, err := DualStack()
+	if err != nil {
+		return err
+	}
+	config, err := LabCopy("deploy/kubeadm/init.yaml", [][2]string{
+		{"networking:\n  podSubnet: " + PodSubnet + "\n  serviceSubnet: 10.96.0.0/12\n", networking}}, labOnly)
 	if err != nil {
 		return err
 	}
@@ -184,11 +190,11 @@ func caCertHash(path string) (string, error) {
 }
 
 // writeCNIConfig gives the node its pod network once kube-controller-
-// manager has given it a pod CIDR: a bridge with the node as the gateway
-// and no masquerading, so that pods on other nodes are reached only over
-// the routes the CCM announces.
+// manager has given it its pod CIDRs, one per family: a bridge with the
+// node as the gateway and no masquerading, so that pods on other nodes are
+// reached only over the routes the CCM announces.
 func (l *Lab) writeCNIConfig(n *Node) {
-	var cidr string
+	var cidrs []string
 	framework.Poll(5*time.Minute, 200*time.Millisecond, func() (bool, string) {
 		select {
 		case <-l.stopping:
@@ -197,19 +203,28 @@ func (l *Lab) writeCNIConfig(n *Node) {
 		}
 		node, err := l.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
 		if err == nil {
-			cidr = node.Spec.PodCIDR
+			cidrs = node.Spec.PodCIDRs
 		}
-		return cidr != "", "no pod CIDR"
+		return len(cidrs) == 2, fmt.Sprintf("pod CIDRs %v", cidrs)
 	})
-	if cidr == "" {
+	if len(cidrs) == 0 {
 		return
+	}
+	var ranges, routes []string
+	for _, c := range cidrs {
+		ranges = append(ranges, fmt.Sprintf(`[{"subnet": %q}]`, c))
+		if strings.Contains(c, ":") {
+			routes = append(routes, `{"dst": "::/0"}`)
+		} else {
+			routes = append(routes, `{"dst": "0.0.0.0/0"}`)
+		}
 	}
 	conf := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "lab",
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "/var/lib/kubelet/cni-ipam"}},
+     "ipam": {"type": "host-local", "ranges": [%s], "routes": [%s], "dataDir": "/var/lib/kubelet/cni-ipam"}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]}
-`, cidr)
+`, strings.Join(ranges, ", "), strings.Join(routes, ", "))
 	os.WriteFile(n.Path("/etc/cni/net.d/10-lab.conflist"), []byte(conf), 0o644)
 }

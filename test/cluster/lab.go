@@ -24,18 +24,23 @@ import (
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
-// The lab's addresses.
+// The lab's addresses, of both families: the lab is dual-stack, as
+// docs/operations/install.md sets a cluster up for both.
 const (
 	RouterASN = 64500
 	CCMASN    = 64512
 	LabGW     = "10.252.0.1" // the router, on the lab bridge
+	LabGW6    = "fd00:252::1"
 	// The client is outside the nodes' /16: upstream's e2e specs take a
 	// source address inside it for one that kube-proxy rewrote.
-	ClientIP  = "10.253.254.2"
-	VIPPool   = "10.252.100.0/24"
-	PodSubnet = "10.244.0.0/16" // deploy/kubeadm/init.yaml's
-	nsPrefix  = "bmc-"
-	cgPrefix  = "bm-"
+	ClientIP   = "10.253.254.2"
+	ClientIP6  = "fd00:253:254::2"
+	VIPPool    = "10.252.100.0/24"
+	VIPPool6   = "fd00:252:100::/120"
+	PodSubnet  = "10.244.0.0/16"    // deploy/kubeadm/init.yaml's
+	PodSubnet6 = "fd00:10:244::/56" // the IPv6 half of the docs' dual-stack podSubnet
+	nsPrefix   = "bmc-"
+	cgPrefix   = "bm-"
 )
 
 // Lab is the running cluster and its network.
@@ -61,7 +66,13 @@ func bgpdConf(cps ...*Node) string {
 	for _, n := range cps {
 		fmt.Fprintf(&b, " neighbor %s remote-as %d\n neighbor %s timers 3 9\n", n.IP, CCMASN, n.IP)
 	}
-	b.WriteString(" !\n address-family ipv4 unicast\n  maximum-paths 8\n exit-address-family\n!\n")
+	b.WriteString(" !\n address-family ipv4 unicast\n  maximum-paths 8\n exit-address-family\n")
+	// One session carries both families, as the router recipes do.
+	b.WriteString(" !\n address-family ipv6 unicast\n")
+	for _, n := range cps {
+		fmt.Fprintf(&b, "  neighbor %s activate\n", n.IP)
+	}
+	b.WriteString("  maximum-paths 8\n exit-address-family\n!\n")
 	return b.String()
 }
 
@@ -122,13 +133,15 @@ func Up(dir string, workers int, ccmImages ...string) (_ *Lab, err error) {
 	if l.Router, err = framework.NewNetns(nsPrefix + "router"); err != nil {
 		return nil, err
 	}
-	for _, args := range [][]string{{"link", "add", "lab0", "type", "bridge"}, {"addr", "add", LabGW + "/24", "dev", "lab0"}, {"link", "set", "lab0", "up"}} {
+	for _, args := range [][]string{{"link", "add", "lab0", "type", "bridge"}, {"addr", "add", LabGW + "/24", "dev", "lab0"},
+		{"-6", "addr", "add", LabGW6 + "/64", "dev", "lab0", "nodad"}, {"link", "set", "lab0", "up"}} {
 		if _, err := l.Router.IP(args...); err != nil {
 			return nil, err
 		}
 	}
 	// Connections, not packets, spread over the ECMP next hops.
-	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv4.fib_multipath_hash_policy=1"} {
+	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv4.fib_multipath_hash_policy=1",
+		"net.ipv6.conf.all.forwarding=1", "net.ipv6.fib_multipath_hash_policy=1"} {
 		if _, err := l.Router.Exec("sysctl", "-qw", s); err != nil {
 			return nil, err
 		}
@@ -139,8 +152,16 @@ func Up(dir string, workers int, ccmImages ...string) (_ *Lab, err error) {
 	if err := framework.Veth(l.Router, "client", "10.253.254.1/24", l.Client, "eth0", ClientIP+"/24"); err != nil {
 		return nil, err
 	}
-	if _, err := l.Client.IP("route", "add", "default", "via", "10.253.254.1"); err != nil {
-		return nil, err
+	for _, args := range [][]string{{"-6", "addr", "add", "fd00:253:254::1/64", "dev", "client", "nodad"}} {
+		if _, err := l.Router.IP(args...); err != nil {
+			return nil, err
+		}
+	}
+	for _, args := range [][]string{{"-6", "addr", "add", ClientIP6 + "/64", "dev", "eth0", "nodad"},
+		{"route", "add", "default", "via", "10.253.254.1"}, {"-6", "route", "add", "default", "via", "fd00:253:254::1"}} {
+		if _, err := l.Client.IP(args...); err != nil {
+			return nil, err
+		}
 	}
 	cp, err := l.AddNode(machine(0))
 	if err != nil {
@@ -166,7 +187,7 @@ func (l *Lab) AddNode(name, ip string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{Name: name, IP: ip, NS: ns, Dir: filepath.Join(l.Dir, name)}
+	n := &Node{Name: name, IP: ip, IP6: ip6Of(ip), NS: ns, Dir: filepath.Join(l.Dir, name)}
 	l.Nodes = append(l.Nodes, n)
 	if err := framework.Veth(l.Router, name, "", ns, "eth0", ip+"/24"); err != nil {
 		return nil, err
@@ -174,12 +195,17 @@ func (l *Lab) AddNode(name, ip string) (*Node, error) {
 	if _, err := l.Router.IP("link", "set", name, "master", "lab0"); err != nil {
 		return nil, err
 	}
-	if _, err := ns.IP("route", "add", "default", "via", LabGW); err != nil {
-		return nil, err
+	for _, args := range [][]string{{"-6", "addr", "add", n.IP6 + "/64", "dev", "eth0", "nodad"},
+		{"route", "add", "default", "via", LabGW}, {"-6", "route", "add", "default", "via", LabGW6}} {
+		if _, err := ns.IP(args...); err != nil {
+			return nil, err
+		}
 	}
 	// kubeadm's prerequisite: a node forwards (to pods, for kube-proxy).
-	if _, err := ns.Exec("sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
-		return nil, err
+	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"} {
+		if _, err := ns.Exec("sysctl", "-qw", s); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return nil, err
@@ -291,8 +317,13 @@ func (l *Lab) AddWorker() (*Node, error) {
 	return n, l.Join(n)
 }
 
-// machine is the name and address of the lab's i-th machine: the control
-// plane, then workers.
+// ip6Of is a machine's IPv6 address on the lab bridge: its IPv4 address's
+// last number, written in the lab's IPv6 subnet (10.252.0.11 is
+// fd00:252::11).
+func ip6Of(ip string) string { return "fd00:252::" + ip[strings.LastIndex(ip, ".")+1:] }
+
+// machine is the name and IPv4 address of the lab's i-th machine: the
+// control plane, then workers.
 func machine(i int) (name, ip string) {
 	if i == 0 {
 		return "cp1", "10.252.0.10"

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ import (
 // l2Pool is a layer 2 pool on the lab bridge, answered on the control-plane
 // node's eth0, where the CCM runs with host networking.
 const l2Pool = `  - name: lan
-    addresses: [10.252.0.200-10.252.0.230]
+    addresses: [10.252.0.200-10.252.0.230, "fd00:252::200-fd00:252::230"]
     autoAssign: false
     announce: l2
     l2: {interface: eth0}
@@ -28,9 +29,9 @@ const l2Pool = `  - name: lan
 // layer2VIPs runs the CCM as the README says for layer 2 pools (the
 // Deployment patched with deploy/l2-patch.yaml, an l2 pool in the cloud
 // config) and asks its VIPs from the router, a host on the lab bridge:
-// each is answered with the MAC of a worker whose kube-proxy serves it
-// from a pod on that worker (externalTrafficPolicy Local), and the VIPs
-// spread over the workers.
+// each, of both families (ARP for IPv4, NDP for IPv6), is answered with
+// the MAC of a worker whose kube-proxy serves it from a pod on that worker
+// (externalTrafficPolicy Local), and the VIPs spread over the workers.
 func layer2VIPs(t *testing.T, ns string) {
 	ctx := context.Background()
 	setCloudConfig(t, strings.Replace(lab.CloudConfig(), "  pools:\n", "  pools:\n"+l2Pool, 1))
@@ -97,32 +98,40 @@ func layer2VIPs(t *testing.T, ns string) {
 		svc.Spec.Selector = map[string]string{"app": "echo"}
 		svc.Spec.Ports = []v1.ServicePort{{Name: "echo", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}
 		svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+		policy := v1.IPFamilyPolicyRequireDualStack
+		svc.Spec.IPFamilyPolicy = &policy
 		if _, err := lab.Admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		defer framework.ForgetService(lab.Admin, ns, name)
-		vip := framework.WaitIngress(t, lab.Admin, ns, name, 1)[0]
-		var pod, source string
-		framework.Eventually(t, time.Minute, vip+" answering the router", func() (bool, string) {
-			var err error
-			pod, source, err = askFrom(lab.Router, vip+":80", 2*time.Second)
-			return err == nil, fmt.Sprint(err)
-		})
-		out, _ := lab.Router.IP("neigh", "show", vip, "dev", "lab0")
-		var mac string
-		if f := strings.Fields(out); len(f) >= 3 && f[1] == "lladdr" {
-			mac = f[2]
+		for _, vip := range framework.WaitIngress(t, lab.Admin, ns, name, 2) {
+			var pod, source string
+			addr := net.JoinHostPort(vip, "80")
+			framework.Eventually(t, time.Minute, addr+" answering the router", func() (bool, string) {
+				var err error
+				pod, source, err = askFrom(lab.Router, addr, 2*time.Second)
+				return err == nil, fmt.Sprint(err)
+			})
+			out, _ := lab.Router.IP("neigh", "show", vip, "dev", "lab0")
+			var mac string
+			if f := strings.Fields(out); len(f) >= 3 && f[1] == "lladdr" {
+				mac = f[2]
+			}
+			node := macs[mac]
+			if node == "" || podNodes[pod] != node {
+				t.Errorf("%s: the router holds %q (worker %q) and was answered by %s on %s; want the pod on the MAC's worker", vip, mac, node, pod, podNodes[pod])
+			}
+			gw := LabGW
+			if strings.Contains(vip, ":") {
+				gw = LabGW6
+			}
+			if source != gw {
+				t.Errorf("%s: the pod saw the source %s, want the router's %s (Local policy keeps it)", vip, source, gw)
+			}
+			carried[node]++
 		}
-		node := macs[mac]
-		if node == "" || podNodes[pod] != node {
-			t.Errorf("%s: the router holds %q (worker %q) and was answered by %s on %s; want the pod on the MAC's worker", vip, mac, node, pod, podNodes[pod])
-		}
-		if source != LabGW {
-			t.Errorf("%s: the pod saw the source %s, want the router's %s (Local policy keeps it)", vip, source, LabGW)
-		}
-		carried[node]++
 	}
-	t.Logf("8 layer 2 VIPs carried by %v", carried)
+	t.Logf("8 dual-stack layer 2 Services' 16 VIPs carried by %v", carried)
 	if len(carried) < 2 {
 		t.Errorf("every VIP on %v; want them spread over the workers", carried)
 	}

@@ -22,6 +22,7 @@ import (
 type Node struct {
 	Name string
 	IP   string // on the lab bridge
+	IP6  string // on the lab bridge too
 	NS   *framework.Netns
 	Dir  string // on the host; its fs/ holds the node's private paths
 

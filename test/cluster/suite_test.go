@@ -123,10 +123,13 @@ func nodesInitialised(t *testing.T, names ...string) {
 			if z := n.Labels["topology.kubernetes.io/zone"]; z != "lab-"+name {
 				return false, fmt.Sprintf("%s: zone %q", name, z)
 			}
-			if want := nodeIPs(name); !slices.ContainsFunc(n.Status.Addresses, func(a v1.NodeAddress) bool {
-				return a.Type == v1.NodeInternalIP && len(want) == 1 && a.Address == want[0]
-			}) {
-				return false, fmt.Sprintf("%s: addresses %v, want InternalIP %v from the inventory", name, n.Status.Addresses, want)
+			// Both families, as the inventory lists them.
+			for _, want := range append(nodeIPs(name), nodeIPs6(name)...) {
+				if !slices.ContainsFunc(n.Status.Addresses, func(a v1.NodeAddress) bool {
+					return a.Type == v1.NodeInternalIP && a.Address == want
+				}) {
+					return false, fmt.Sprintf("%s: addresses %v, want InternalIP %v from the inventory", name, n.Status.Addresses, want)
+				}
 			}
 			if !ready(n) {
 				return false, name + " is not Ready"
