@@ -45,53 +45,70 @@ func (b *bench) healthScenarios(run int) error {
 // (the CCM never probes or routes to loopback addresses).
 func healthIP(i int) string { return fmt.Sprintf("10.199.%d.%d", i/250, i%250+1) }
 
-// serveHealthNodes puts n node addresses in a network namespace reached over a
-// veth from this host, answering health checks on port like kube-proxy.
-// It needs root.
-func serveHealthNodes(dir string, n, port int) (stop func(), err error) {
-	ns, err := framework.NewNetns("bmbench-health")
-	if err != nil {
+// nodeNetwork is node addresses in a network namespace reached over a
+// veth from this host, answering health checks like kube-proxy.
+type nodeNetwork struct {
+	ns      *framework.Netns
+	hostEnd string
+	srv     *http.Server
+}
+
+// serveHealthNodes puts n node addresses, addr(0) … addr(n-1) of a /16
+// whose host end is hostAddr, in a network namespace of its own, answering
+// on port. It needs root.
+func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) string) (_ *nodeNetwork, err error) {
+	h := &nodeNetwork{hostEnd: name + "0"}
+	if h.ns, err = framework.NewNetns(name); err != nil {
 		return nil, err
-	}
-	const hostEnd = "bmbenchhc0"
-	stop = func() {
-		exec.Command("ip", "link", "del", hostEnd).Run()
-		ns.Delete()
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			h.stop()
 		}
 	}()
-	exec.Command("ip", "link", "del", hostEnd).Run() // a leftover of an aborted run
-	if out, err := exec.Command("ip", "link", "add", hostEnd, "type", "veth", "peer", "name", "eth0", "netns", ns.Name).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ip link add %s: %w: %s", hostEnd, err, out)
+	exec.Command("ip", "link", "del", h.hostEnd).Run() // a leftover of an aborted run
+	if out, err := exec.Command("ip", "link", "add", h.hostEnd, "type", "veth", "peer", "name", "eth0", "netns", h.ns.Name).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ip link add %s: %w: %s", h.hostEnd, err, out)
 	}
-	for _, args := range [][]string{{"addr", "add", "10.199.255.254/16", "dev", hostEnd}, {"link", "set", hostEnd, "up"}} {
+	for _, args := range [][]string{{"addr", "add", hostAddr + "/16", "dev", h.hostEnd}, {"link", "set", h.hostEnd, "up"}} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("ip %v: %w: %s", args, err, out)
 		}
 	}
 	var batch strings.Builder
 	for i := range n {
-		fmt.Fprintf(&batch, "addr add %s/16 dev eth0\n", healthIP(i))
+		fmt.Fprintf(&batch, "addr add %s/16 dev eth0\n", addr(i))
 	}
 	batch.WriteString("link set eth0 up\n")
-	file := filepath.Join(dir, "health-nodes.batch")
+	file := filepath.Join(dir, name+".batch")
 	if err := os.WriteFile(file, []byte(batch.String()), 0o644); err != nil {
 		return nil, err
 	}
-	if _, err := ns.IP("-batch", file); err != nil {
+	if _, err := h.ns.IP("-batch", file); err != nil {
 		return nil, err
 	}
-	l, err := ns.Listen("tcp", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
+	l, err := h.ns.Listen("tcp", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
-	go srv.Serve(l)
-	removeNetwork := stop
-	return func() { srv.Close(); removeNetwork() }, nil
+	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	go h.srv.Serve(l)
+	return h, nil
+}
+
+// kill makes a node silent, as a frozen or powered-off node is: its
+// address leaves the namespace, so probes to it get no answer at all.
+func (h *nodeNetwork) kill(addr string) error {
+	_, err := h.ns.IP("addr", "del", addr+"/16", "dev", "eth0")
+	return err
+}
+
+func (h *nodeNetwork) stop() {
+	if h.srv != nil {
+		h.srv.Close()
+	}
+	exec.Command("ip", "link", "del", h.hostEnd).Run()
+	h.ns.Delete()
 }
 
 func (b *bench) healthScenario(run, nodes int) error {
@@ -99,11 +116,11 @@ func (b *bench) healthScenario(run, nodes int) error {
 	if err != nil {
 		return err
 	}
-	stop, err := serveHealthNodes(b.dir, nodes, port)
+	hn, err := serveHealthNodes(b.dir, "bmbench-health", "10.199.255.254", nodes, port, healthIP)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer hn.stop()
 	fast := b.fastClient()
 	prefix := fmt.Sprintf("hc%d", nodes)
 	if err := framework.Parallel(nodes, 32, func(i int) error {
@@ -116,13 +133,7 @@ func (b *bench) healthScenario(run, nodes int) error {
 	if err != nil {
 		return err
 	}
-	// The bench's config keeps health checks off; here they probe.
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		return err
-	}
-	text = []byte(strings.Replace(string(text), "healthCheck: {enabled: false}", fmt.Sprintf("healthCheck: {port: %d}", port), 1))
-	if err := os.WriteFile(cfg, text, 0o644); err != nil {
+	if err := probeOn(cfg, port); err != nil {
 		return err
 	}
 	ccm, err := b.startCCM(fmt.Sprintf("ccm-health-%d-%d", nodes, run), cfg)
@@ -177,4 +188,18 @@ func (b *bench) healthScenario(run, nodes int) error {
 	b.record(scenario, "probes per second", "1/s", (p1-p0)/healthWindow.Seconds())
 	b.record(scenario, "CCM CPU while probing", "cores", (cpu1-cpu0)/healthWindow.Seconds())
 	return nil
+}
+
+// probeOn switches the health checks of a bench config on, at port, with
+// the shipped defaults otherwise.
+func probeOn(cfg string, port int) error {
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		return err
+	}
+	on := strings.Replace(string(text), "healthCheck: {enabled: false}", fmt.Sprintf("healthCheck: {port: %d}", port), 1)
+	if on == string(text) {
+		return fmt.Errorf("%s: no health-check setting to switch on", cfg)
+	}
+	return os.WriteFile(cfg, []byte(on), 0o644)
 }

@@ -186,8 +186,8 @@ func (b *bench) config(extra string) (string, error) {
 	cfg := fmt.Sprintf(`inventory:
   unlistedNodes: allow
 loadBalancer:
-  # The nodes' addresses are not on this machine: nothing may dial them
-  # (the health-check scenario switches them on for nodes in a network namespace).
+  # Off unless the nodes' addresses are in a network namespace of the
+  # bench's (probeOn switches them on): nothing may dial others.
   healthCheck: {enabled: false}
   pools:
   - name: bench
@@ -243,34 +243,28 @@ func pathsPerVIP() int {
 	return config.DefaultMaximumPaths
 }
 
-// carriers is what the peer must have: each VIP via the Ready nodes
-// rendezvous hashing gives it (all of them when they are no more than
-// maximumPaths), nodes being bn-0 … by nodeIP. except, if not negative, is
-// a node that is not Ready.
+// carriers is what the peer must have: each VIP via the Ready, healthy
+// nodes rendezvous hashing gives it (all of them when they are no more than
+// maximumPaths), nodes being bn-0 … by nodeIP. except are the nodes that
+// are not Ready or fail their health checks.
 type carriers struct {
 	names []string
 	ips   map[string]string
 	n     int
 }
 
-func readyNodes(count, except int) carriers {
-	c := carriers{ips: map[string]string{}, n: min(count-btoi(except >= 0 && except < count), pathsPerVIP())}
+func readyNodes(count int, except ...int) carriers {
+	c := carriers{ips: map[string]string{}}
 	for i := range count {
-		if i == except {
+		if slices.Contains(except, i) {
 			continue
 		}
 		name := fmt.Sprintf("bn-%d", i)
 		c.names = append(c.names, name)
 		c.ips[name] = nodeIP(i)
 	}
+	c.n = min(len(c.names), pathsPerVIP())
 	return c
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // of is a VIP's next hops, sorted.

@@ -125,8 +125,22 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	if err := b.registerNodes("bn", *nodes, true); err != nil {
 		return err
 	}
+	// The nodes (and the one that joins) answer health checks, probed at
+	// the shipped defaults, as on a site.
+	port, err := framework.FreePort()
+	if err != nil {
+		return err
+	}
+	hn, err := serveHealthNodes(b.dir, "bmbench-nodes", "198.18.255.254", *nodes+1, port, nodeIP)
+	if err != nil {
+		return err
+	}
+	defer hn.stop()
 	cfg, err := b.config("")
 	if err != nil {
+		return err
+	}
+	if err := probeOn(cfg, port); err != nil {
 		return err
 	}
 	ccm, err := b.startCCM(fmt.Sprintf("ccm-burst-%d", run), cfg)
@@ -175,7 +189,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	status := time.Since(start)
 	b.record("burst", fmt.Sprintf("%d Services have an address", *services), "s", status.Seconds())
 	b.record("burst", "ratio to the floor", "x", status.Seconds()/floor.Seconds())
-	all := readyNodes(*nodes, -1)
+	all := readyNodes(*nodes)
 	took, err := b.waitPaths(start, *services, all)
 	if err != nil {
 		return fmt.Errorf("burst: the peer lacks VIPs: %w", err)
@@ -213,7 +227,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	if err != nil {
 		return err
 	}
-	joined := readyNodes(*nodes+1, -1)
+	joined := readyNodes(*nodes + 1)
 	gains := changed(vips, all, joined)
 	logFrom := ccm.LogSize()
 	start = time.Now()
@@ -244,6 +258,26 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}
 	b.record("churn", fmt.Sprintf("NotReady node gone from the %d VIPs (of %d) it carried", losses, *services), "s", took.Seconds())
 	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("withdrawn=%d ", losses), "the CCM had handed the withdrawals to GoBGP"); err != nil {
+		return err
+	}
+	// A node goes silent (frozen, powered off): its health checks get no
+	// answer. The first probe to fail does so one timeout (1 s) after it
+	// was sent, and one is sent within an interval (500 ms) of the death:
+	// the first failure comes 1–1.5 s after it, and the figure less 1 s
+	// bounds the time from the first failed probe.
+	logFrom = ccm.LogSize()
+	dead := readyNodes(*nodes+1, 0, 1)
+	losses = changed(vips, left, dead)
+	start = time.Now()
+	if err := hn.kill(nodeIP(1)); err != nil {
+		return err
+	}
+	took, err = b.waitPaths(start, *services, dead)
+	if err != nil {
+		return fmt.Errorf("churn: the silent node is still a next hop: %w", err)
+	}
+	b.record("churn", fmt.Sprintf("silent node (no health-check answer) gone from the %d VIPs (of %d) it carried, from its death", losses, *services), "s", took.Seconds())
+	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("withdrawn=%d ", losses), "the CCM had handed the silent node's withdrawals to GoBGP"); err != nil {
 		return err
 	}
 
