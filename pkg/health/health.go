@@ -41,6 +41,9 @@ type Probe func(ctx context.Context, t Target) error
 type Change struct {
 	Name    string
 	Serving bool
+	// First is a node put in service for the first time: one added after
+	// the checker had looked, never out before.
+	First bool
 	// Err is the last failure, for a node taken out.
 	Err error
 }
@@ -82,6 +85,9 @@ type state struct {
 	serving    bool
 	fails, oks int
 	lastErr    error
+	// served is set once the node has served: a node added after the
+	// checker had looked serves for the first time once it passes.
+	served bool
 }
 
 // New returns a Checker that probes with HTTP GET (see HTTPProbe) unless
@@ -121,7 +127,7 @@ func (c *Checker) SetTargets(ts []Target) {
 			st.addr = t.Addr
 			continue
 		}
-		c.targets[t.Name] = &state{addr: t.Addr, serving: !c.probed}
+		c.targets[t.Name] = &state{addr: t.Addr, serving: !c.probed, served: !c.probed}
 		added = true
 	}
 	for name := range c.targets {
@@ -266,8 +272,8 @@ func (c *Checker) apply(targets []Target, errs []error) Round {
 		}
 		st.fails, st.oks, st.lastErr = 0, st.oks+1, nil
 		if !st.serving && st.oks >= c.settings.Healthy {
-			st.serving = true
-			r.Changes = append(r.Changes, Change{Name: t.Name, Serving: true})
+			r.Changes = append(r.Changes, Change{Name: t.Name, Serving: true, First: !st.served})
+			st.serving, st.served = true, true
 		}
 	}
 	if len(targets) > 0 {

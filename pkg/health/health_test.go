@@ -117,6 +117,37 @@ func TestRoundReportsChanges(t *testing.T) {
 	}
 }
 
+// A node put in service for the first time (added after the checker had
+// looked) is told apart from one coming back: only the latter is news.
+func TestFirstServingIsToldApart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rounds []string // as in TestRounds
+		first  bool
+	}{
+		{name: "a node added after a round", rounds: []string{"", "+d", "", ""}, first: true},
+		{name: "one failing at first, then passing", rounds: []string{"", "+d", "d", "", ""}, first: true},
+		{name: "one that served, failed out and came back", rounds: []string{"", "+d", "", "", "d", "d", "", ""}, first: false},
+		{name: "one there from the start, back", rounds: []string{"a", "a", "", ""}, first: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(settings, nil)
+			c.SetTargets(targets("a", "b", "c"))
+			var last Round
+			for _, r := range tc.rounds {
+				if strings.HasPrefix(r, "+") {
+					c.SetTargets(targets("a", "b", "c", r[1:]))
+					continue
+				}
+				last = roundOf(c, r)
+			}
+			if len(last.Changes) != 1 || !last.Changes[0].Serving || last.Changes[0].First != tc.first {
+				t.Errorf("last round's changes %+v, want one node in service, first %v", last.Changes, tc.first)
+			}
+		})
+	}
+}
+
 func TestRemovedTargetIsNotProbedAndServes(t *testing.T) {
 	c := New(settings, nil)
 	c.SetTargets(targets("a", "b"))

@@ -94,6 +94,11 @@ func (nh *nodeHealth) round(r health.Round) {
 	healthProbes.WithLabelValues("success").Add(float64(r.Probes - r.Failed))
 	healthProbes.WithLabelValues("failure").Add(float64(r.Failed))
 	for _, ch := range r.Changes {
+		if ch.Serving && ch.First {
+			// A node new to the checker, never out: no news.
+			klog.V(2).InfoS("Node passes its first health checks; it is a load-balancer next hop", "node", ch.Name)
+			continue
+		}
 		if ch.Serving {
 			nh.report.Event(report.Problem{Reason: "HealthCheckPassing", Object: report.Node(ch.Name), Normal: true,
 				Log:     "Node passes its health checks; it is a load-balancer next hop again",

@@ -129,8 +129,13 @@ func TestHealthChecksOff(t *testing.T) {
 
 // A node that turns Ready after the checker has looked carries traffic only
 // once it passes, as an instance added to a cloud load balancer.
+//
+// Its first passes are no news: no HealthCheckPassing Event ("passes
+// again") for a node never out. A thousand nodes initialised at once would
+// otherwise write a thousand Events, spending the CCM's API rate that the
+// Services' status writes need.
 func TestNewNodeServesOnlyOncePassing(t *testing.T) {
-	c, fail, _ := healthCloud(t, "{interval: 100ms}")
+	c, fail, ev := healthCloud(t, "{interval: 100ms}")
 	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
 	fail("new")
 	c.lb.mu.Lock()
@@ -140,4 +145,7 @@ func TestNewNodeServesOnlyOncePassing(t *testing.T) {
 	announcedVia(t, c, "[10.0.0.1 10.0.0.2]")
 	fail()
 	announcedVia(t, c, "[10.0.0.1 10.0.0.2 10.0.0.3]")
+	if ev.has("Node new HealthCheckPassing") {
+		t.Errorf("a HealthCheckPassing Event for a node that never failed out: %q", ev.all)
+	}
 }

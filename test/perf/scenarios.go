@@ -204,6 +204,12 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return err
 	}
 	b.record("burst", "CPU the CCM used until then", "s", cpu1-cpu0)
+	// Probes that failed while the machine was saturated: each verdict
+	// they turn costs a convergence and an Event.
+	if m, err := b.cluster.AdminGet(ccm, "/metrics", time.Minute); err == nil {
+		failed, _ := metricValue(string(m), `baremetal_health_check_probes_total{result="failure"}`)
+		b.record("burst", "health-check probes that failed meanwhile", "probes", failed)
+	}
 	// The rest is the control plane, its audit log, gobgpd and the bench's
 	// own clients: near all the cores, the machine is the limit.
 	b.record("burst", fmt.Sprintf("cores busy meanwhile, of %d", runtime.NumCPU()), "cores", (machine1-machine0)/time.Since(start).Seconds())
