@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"slices"
@@ -250,20 +251,8 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}
 	after, _ := b.receivedUpdates()
 	b.record("churn", "BGP UPDATEs for the new node", "messages", float64(after-updates))
-	logFrom = ccm.LogSize()
-	start = time.Now()
-	gone := nodeIP(0)
 	left := readyNodes(*nodes+1, 0)
-	losses := changed(vips, joined, left)
-	if err := setStatus(fast, "bn-0", false, gone); err != nil {
-		return err
-	}
-	took, err = b.waitPaths(start, *services, left)
-	if err != nil {
-		return fmt.Errorf("churn: the NotReady node is still a next hop: %w", err)
-	}
-	b.record("churn", fmt.Sprintf("NotReady node gone from the %d VIPs (of %d) it carried", losses, *services), "s", took.Seconds())
-	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("withdrawn=%d ", losses), "the CCM had handed the withdrawals to GoBGP"); err != nil {
+	if err := b.nodeLeaves(ccm, vips, joined, left, "NotReady", func() error { return setStatus(fast, "bn-0", false, nodeIP(0)) }); err != nil {
 		return err
 	}
 	// A node goes silent (frozen, powered off): its health checks get no
@@ -271,19 +260,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	// was sent, and one is sent within an interval (500 ms) of the death:
 	// the first failure comes 1–1.5 s after it, and the figure less 1 s
 	// bounds the time from the first failed probe.
-	logFrom = ccm.LogSize()
-	dead := readyNodes(*nodes+1, 0, 1)
-	losses = changed(vips, left, dead)
-	start = time.Now()
-	if err := hn.kill(nodeIP(1)); err != nil {
-		return err
-	}
-	took, err = b.waitPaths(start, *services, dead)
-	if err != nil {
-		return fmt.Errorf("churn: the silent node is still a next hop: %w", err)
-	}
-	b.record("churn", fmt.Sprintf("silent node (no health-check answer) gone from the %d VIPs (of %d) it carried, from its death", losses, *services), "s", took.Seconds())
-	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("withdrawn=%d ", losses), "the CCM had handed the silent node's withdrawals to GoBGP"); err != nil {
+	if err := b.nodeLeaves(ccm, vips, left, readyNodes(*nodes+1, 0, 1), "silent (no health-check answer)", func() error { return hn.kill(nodeIP(1)) }); err != nil {
 		return err
 	}
 
@@ -333,6 +310,24 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}
 	ccm.Stop()
 	return b.deleteNodes("bn", *nodes+1)
+}
+
+// nodeLeaves times a node leaving the VIPs it carried, from what leave
+// does until the peer has each VIP via the carriers after (before were the
+// carriers until then); the CCM's own part is recorded too.
+func (b *bench) nodeLeaves(ccm *framework.Process, vips []netip.Addr, before, after carriers, what string, leave func() error) error {
+	losses := changed(vips, before, after)
+	logFrom := ccm.LogSize()
+	start := time.Now()
+	if err := leave(); err != nil {
+		return err
+	}
+	took, err := b.waitPaths(start, *services, after)
+	if err != nil {
+		return fmt.Errorf("churn: the %s node is still a next hop: %w", what, err)
+	}
+	b.record("churn", fmt.Sprintf("%s node gone from the %d VIPs (of %d) it carried", what, losses, *services), "s", took.Seconds())
+	return b.recordSent(ccm, logFrom, start, fmt.Sprintf("withdrawn=%d ", losses), "the CCM had handed the "+what+" node's withdrawals to GoBGP")
 }
 
 // recordSent records when, after start, the CCM logged the convergence
