@@ -197,20 +197,21 @@ func serviceFor(t *testing.T, ns, name, app string, local bool) string {
 func answers(t *testing.T, vip string, n int) (pods, sources map[string]int) {
 	t.Helper()
 	pods, sources = map[string]int{}, map[string]int{}
+	addr := net.JoinHostPort(vip, "80") // either family
 	// Each node's kube-proxy takes up a new VIP on its own time; until it
 	// has, a connection hashed to that node loops back to the router.
 	framework.Eventually(t, time.Minute, "the VIP answers 10 connections in a row", func() (bool, string) {
 		for i := range 10 {
-			if _, _, err := ask(vip + ":80"); err != nil {
+			if _, _, err := ask(addr); err != nil {
 				return false, fmt.Sprintf("connection %d: %v", i+1, err)
 			}
 		}
 		return true, ""
 	})
 	for range n {
-		pod, src, err := ask(vip + ":80")
+		pod, src, err := ask(addr)
 		if err != nil {
-			t.Errorf("connecting to %s: %v", vip, err)
+			t.Errorf("connecting to %s: %v", addr, err)
 			continue
 		}
 		pods[pod]++

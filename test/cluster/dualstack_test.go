@@ -64,24 +64,7 @@ func dualStackService(t *testing.T, ns string) {
 			return slices.Equal(hops, want), fmt.Sprintf("%s via %v, want %v", vip, hops, want)
 		})
 		addr := net.JoinHostPort(vip, "80")
-		// Each node's kube-proxy takes up the VIP on its own time.
-		framework.Eventually(t, time.Minute, addr+" answering 10 connections in a row", func() (bool, string) {
-			for i := range 10 {
-				if _, _, err := ask(addr); err != nil {
-					return false, fmt.Sprintf("connection %d: %v", i+1, err)
-				}
-			}
-			return true, ""
-		})
-		pods := map[string]int{}
-		for range 20 {
-			pod, _, err := ask(addr)
-			if err != nil {
-				t.Errorf("connecting to %s: %v", addr, err)
-				continue
-			}
-			pods[pod]++
-		}
+		pods, _ := answers(t, vip, 20)
 		t.Logf("%s: 20 connections answered by %v", addr, pods)
 		if len(pods) < 2 {
 			t.Errorf("20 connections to %s were answered by %v; want pods on both workers", addr, pods)
