@@ -114,11 +114,13 @@ $(IMAGES_DIR)/pause.tar: $(TOOLS_BIN)/pause $(IMAGE_TOOL)
 # agnhost, the server and client of upstream's network e2e tests, under
 # the name its e2e.test asks for; they exec sh, curl, wget and nc in it
 # (OpenBSD's netcat, as upstream's image has); the dual-stack specs also
-# run `sleep` as a pod's command and pipe curl through `grep`.
+# run `sleep` as a pod's command and pipe curl through `grep`. Without
+# arguments it pauses, as upstream's image does (its CMD): specs start
+# pods of it with no command and wait for them to stay running.
 $(IMAGES_DIR)/agnhost.tar: $(TOOLS_BIN)/agnhost $(IMAGE_TOOL)
 	@mkdir -p $(IMAGES_DIR)
 	hack/debian-packages.sh /usr/bin/curl=curl /usr/bin/wget=wget /usr/bin/nc=netcat-openbsd
-	$(IMAGE_TOOL) -binary $< -path /agnhost -user 0:0 -tag registry.k8s.io/e2e-test-images/agnhost:2.66.1 -out $@ -with /bin/sh -with /bin/sleep -with /bin/grep -with /usr/bin/curl -with /usr/bin/wget -with /usr/bin/nc
+	$(IMAGE_TOOL) -binary $< -path /agnhost -user 0:0 -tag registry.k8s.io/e2e-test-images/agnhost:2.66.1 -cmd pause -out $@ -with /bin/sh -with /bin/sleep -with /bin/grep -with /usr/bin/curl -with /usr/bin/wget -with /usr/bin/nc
 
 # The cluster's DNS, as kubeadm v1.37.2 installs it, from CoreDNS's Go module
 # (its own go.mod: its dependencies are not the ones hack/tools pins).

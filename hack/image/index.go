@@ -38,7 +38,7 @@ func buildIndex(s spec, platforms, annotations []string, dir string) error {
 		if err != nil {
 			return err
 		}
-		img, err := image(map[string][]byte{binDir + path.Base(s.binary): bin}, "/"+binDir+path.Base(s.binary), s.user, arch)
+		img, err := image(map[string][]byte{binDir + path.Base(s.binary): bin}, "/"+binDir+path.Base(s.binary), s, arch)
 		if err != nil {
 			return err
 		}

@@ -47,6 +47,7 @@ type spec struct {
 	tag    string   // the image's name
 	user   string   // uid:gid
 	with   []string // host files added at their own paths, with their libraries
+	cmd    []string // the entrypoint's default arguments
 }
 
 type list []string
@@ -62,6 +63,8 @@ func main() {
 	flag.StringVar(&s.user, "user", nonroot, "the user (uid:gid) that runs the binary")
 	flag.StringVar(&s.path, "path", "", "where the binary goes in the image (default: /usr/local/bin/ and its name)")
 	flag.Var(&with, "with", "a host file to add at its own path with the shared libraries it loads (repeatable)")
+	var cmd list
+	flag.Var(&cmd, "cmd", "a default argument of the entrypoint, as a Dockerfile's CMD (repeatable)")
 	out := flag.String("out", "bin/baremetal-cloud-controller-manager-image.tar", "the tarball to write")
 	var platforms list
 	flag.Var(&platforms, "platform", "with -oci: os/arch=binary, one per platform of the index (repeatable)")
@@ -69,7 +72,7 @@ func main() {
 	var annotations list
 	flag.Var(&annotations, "annotation", "with -oci: key=value on the index (repeatable)")
 	flag.Parse()
-	s.with = with
+	s.with, s.cmd = with, cmd
 	var err error
 	if *oci != "" {
 		err = buildIndex(s, platforms, annotations, *oci)
@@ -104,7 +107,7 @@ func build(s spec, out string) error {
 			return err
 		}
 	}
-	img, err := image(files, "/"+entry, s.user, runtime.GOARCH)
+	img, err := image(files, "/"+entry, s, runtime.GOARCH)
 	if err != nil {
 		return err
 	}
@@ -112,8 +115,8 @@ func build(s spec, out string) error {
 }
 
 // image is one layer, the files and the user database, with the config
-// that runs entry as user.
-func image(files map[string][]byte, entry, user, arch string) (v1.Image, error) {
+// that runs entry, with s's default arguments, as s's user.
+func image(files map[string][]byte, entry string, s spec, arch string) (v1.Image, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar(files))), nil
 	})
@@ -131,7 +134,8 @@ func image(files map[string][]byte, entry, user, arch string) (v1.Image, error) 
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", arch
 	cfg.Config.Entrypoint = []string{entry}
-	cfg.Config.User = user
+	cfg.Config.Cmd = s.cmd
+	cfg.Config.User = s.user
 	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin"}
 	return mutate.ConfigFile(img, cfg)
 }

@@ -33,8 +33,8 @@ func TestImageRunsTheBinaryAsNonRootWithoutAShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Config.User != "65532:65532" || !slices.Equal(cfg.Config.Entrypoint, []string{"/usr/local/bin/baremetal-cloud-controller-manager"}) || cfg.OS != "linux" {
-		t.Errorf("config: user %q, entrypoint %v, os %q", cfg.Config.User, cfg.Config.Entrypoint, cfg.OS)
+	if cfg.Config.User != "65532:65532" || !slices.Equal(cfg.Config.Entrypoint, []string{"/usr/local/bin/baremetal-cloud-controller-manager"}) || len(cfg.Config.Cmd) != 0 || cfg.OS != "linux" {
+		t.Errorf("config: user %q, entrypoint %v, cmd %v, os %q", cfg.Config.User, cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.OS)
 	}
 	layers, err := img.Layers()
 	if err != nil || len(layers) != 1 {
@@ -67,6 +67,32 @@ func TestImageRunsTheBinaryAsNonRootWithoutAShell(t *testing.T) {
 	}
 	if files["etc/passwd"] == nil {
 		t.Errorf("no /etc/passwd: the nonroot user has no name")
+	}
+}
+
+// An image built with -cmd runs its entrypoint with those arguments when
+// a pod gives none, as agnhost's does: upstream's specs start pods of it
+// without a command and wait for them to keep running.
+func TestCmdIsTheEntrypointsDefaultArguments(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agnhost")
+	if err := os.WriteFile(bin, []byte("not really a program"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "image.tar")
+	if err := build(spec{binary: bin, path: "/agnhost", tag: "example.com/agnhost:test", user: "0:0", cmd: []string{"pause"}}, out); err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Config.Entrypoint, []string{"/agnhost"}) || !slices.Equal(cfg.Config.Cmd, []string{"pause"}) {
+		t.Errorf("entrypoint %v, cmd %v; want [/agnhost] [pause]", cfg.Config.Entrypoint, cfg.Config.Cmd)
 	}
 }
 
