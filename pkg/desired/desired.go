@@ -89,6 +89,9 @@ type State struct {
 	// field that names each.
 	Interfaces map[string]string
 	Problems   []report.Problem
+	// picks are each table's choices of next hops, by selection key, for
+	// the next Compute to reuse (see table).
+	picks map[string]map[string]*picks
 }
 
 // Compute is the desired state of in.
@@ -139,11 +142,11 @@ func Compute(in Input) *State {
 		}
 	}
 	slices.SortFunc(st.VIPs, func(a, b VIP) int { return a.Addr.Compare(b.Addr) })
-	st.Tables = map[string][]bgp.Announcement{}
+	st.Tables, st.picks = map[string][]bgp.Announcement{}, map[string]map[string]*picks{}
 	leftOut := map[netip.Addr]bool{}
 	for _, sel := range in.Selections {
-		paths, cut := st.table(sel)
-		st.Tables[sel.Key()] = paths
+		paths, cut, picks := st.table(sel, in.Previous)
+		st.Tables[sel.Key()], st.picks[sel.Key()] = paths, picks
 		for i := range st.VIPs {
 			v := &st.VIPs[i]
 			if c := cut[v.Addr]; len(c) > 0 && !leftOut[v.Addr] {
@@ -173,7 +176,7 @@ func (s *State) Paths(sel config.PathSelection) []bgp.Announcement {
 	if paths, ok := s.Tables[sel.Key()]; ok {
 		return paths
 	}
-	paths, _ := s.table(sel)
+	paths, _, _ := s.table(sel, s)
 	return paths
 }
 

@@ -24,24 +24,32 @@ import (
 
 // table is the paths of one selection, and for each VIP of
 // externalTrafficPolicy Local the nodes with a ready endpoint it leaves out.
-func (s *State) table(sel config.PathSelection) (paths []bgp.Announcement, leftOut map[netip.Addr][]string) {
+// A VIP whose candidates are those it had in prev keeps prev's choice
+// without hashing them again: at 1,000 nodes and 5,000 VIPs the hashing
+// is most of a convergence's CPU, and a burst of Services changes no
+// VIP's candidates. The choice depends on nothing else, so it is the same.
+// The choices made are returned for the next Compute.
+func (s *State) table(sel config.PathSelection, prev *State) (paths []bgp.Announcement, leftOut map[netip.Addr][]string, memo map[string]*picks) {
 	var matches func(*Node) bool
 	if sel.NodeSelector != nil {
-		selector, memo := sel.NodeSelector.Selector(), map[*Node]bool{}
+		selector, matched := sel.NodeSelector.Selector(), map[*Node]bool{}
 		matches = func(n *Node) bool {
-			m, ok := memo[n]
+			m, ok := matched[n]
 			if !ok {
 				m = selector.Matches(labels.Set(n.Labels))
-				memo[n] = m
+				matched[n] = m
 			}
 			return m
 		}
 	}
 	type carriers struct {
-		nodes []*Node
-		names []string
+		nodes         []*Node
+		names         []string
+		picks, before *picks // this state's choices among them, and prev's
 	}
 	shared := map[carriersKey]carriers{}
+	memo = map[string]*picks{}
+	before := prev.choices(sel)
 	for i, r := range s.Routes {
 		if matches == nil || matches(s.routeNodes[i]) {
 			paths = append(paths, r)
@@ -70,9 +78,17 @@ func (s *State) table(sel config.PathSelection) (paths []bgp.Announcement, leftO
 				for i, n := range c.nodes {
 					c.names[i] = n.Name
 				}
+				if len(c.nodes) > sel.MaximumPaths {
+					key := strings.Join(c.names, "\x00")
+					if c.picks = memo[key]; c.picks == nil {
+						c.picks = &picks{kept: map[netip.Addr][]int{}}
+						memo[key] = c.picks
+					}
+					c.before = before[key]
+				}
 				shared[k] = c
 			}
-			nodes, cut := pick(v.Addr, c.nodes, c.names, sel.MaximumPaths, v.Local)
+			nodes, cut := pick(v.Addr, c.nodes, c.names, sel.MaximumPaths, v.Local, c.picks, c.before)
 			if v.Local && len(cut) > 0 {
 				if leftOut == nil {
 					leftOut = map[netip.Addr][]string{}
@@ -84,7 +100,7 @@ func (s *State) table(sel config.PathSelection) (paths []bgp.Announcement, leftO
 		// Without next hops too: the speaker withdraws it.
 		paths = append(paths, bgp.Announcement{Prefix: netip.PrefixFrom(v.Addr, v.Addr.BitLen()), NextHops: hops, Attributes: v.Attributes})
 	}
-	return paths, leftOut
+	return paths, leftOut, memo
 }
 
 // carriersKey tells one carriers slice from another.
@@ -93,13 +109,36 @@ type carriersKey struct {
 	first **Node
 }
 
+// picks are the choices among one list of candidates (by their names, in
+// order): for each VIP, the indexes of those it is sent via.
+type picks struct {
+	kept map[netip.Addr][]int
+}
+
+// choices are the choices of sel's table, by the candidates' names joined;
+// none on a nil state.
+func (s *State) choices(sel config.PathSelection) map[string]*picks {
+	if s == nil {
+		return nil
+	}
+	return s.picks[sel.Key()]
+}
+
 // pick is the n of nodes (named names) vip is sent via, and if wanted the
-// names of those left out.
-func pick(vip netip.Addr, nodes []*Node, names []string, n int, wantCut bool) (kept []*Node, cut []string) {
+// names of those left out. It records the choice in memo, taken from
+// before when that has it (a choice among the same names).
+func pick(vip netip.Addr, nodes []*Node, names []string, n int, wantCut bool, memo, before *picks) (kept []*Node, cut []string) {
 	if len(nodes) <= n {
 		return nodes, nil
 	}
-	top := rendezvous.Top(vip, names, n)
+	top, ok := memo.kept[vip]
+	if !ok && before != nil {
+		top, ok = before.kept[vip]
+	}
+	if !ok {
+		top = rendezvous.Top(vip, names, n)
+	}
+	memo.kept[vip] = top
 	kept = make([]*Node, len(top))
 	for i, j := range top {
 		kept[i] = nodes[j]

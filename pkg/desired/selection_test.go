@@ -191,3 +191,75 @@ bgp:
 		}
 	}
 }
+
+// A Compute that reuses the last one's choices sends every router what a
+// fresh one would, through Services coming and going, nodes leaving and
+// coming back, and endpoints moving; and it keeps no choice of a VIP that
+// is gone.
+func TestChoicesCarriedOverAreTheChoicesMadeAfresh(t *testing.T) {
+	site := rackSite(t)
+	inv := inventory.New(site.Inventory)
+	sels := []config.PathSelection{{MaximumPaths: 4}, {MaximumPaths: 3, NodeSelector: zone("rack1")}, {MaximumPaths: 2, NodeSelector: zone("rack2")}}
+	web := func(n int) []Service {
+		var out []Service
+		for i := 1; i <= n; i++ {
+			out = append(out, held("ns", fmt.Sprint("web", i), fmt.Sprintf("10.1.0.%d", i)))
+		}
+		return out
+	}
+	local := func(nodes ...string) Service {
+		s := held("ns", "local", "10.1.0.200")
+		s.Local, s.EndpointNodes = true, map[string]bool{}
+		for _, n := range nodes {
+			s.EndpointNodes[n] = true
+		}
+		return s
+	}
+	down := func(name string) []*v1.Node {
+		nodes := rackNodes()
+		for i, n := range nodes {
+			if n.Name == name {
+				nodes[i] = node(n.Name, n.Status.Addresses[0].Address, notReady)
+			}
+		}
+		return nodes
+	}
+	steps := []struct {
+		name     string
+		nodes    []*v1.Node
+		services []Service
+	}{
+		{"first", rackNodes(), web(10)},
+		{"more Services", rackNodes(), append(web(40), local("n01", "n02", "n03", "n08", "n09"))},
+		{"a node of rack1 goes", down("n02"), append(web(40), local("n01", "n02", "n03", "n08", "n09"))},
+		{"it comes back", rackNodes(), append(web(40), local("n01", "n02", "n03", "n08", "n09"))},
+		{"endpoints move", rackNodes(), append(web(40), local("n01", "n04", "n05", "n06", "n10", "n11"))},
+		{"a node of rack2 goes", down("n10"), append(web(40), local("n01", "n04", "n05", "n06", "n10", "n11"))},
+		{"Services go", down("n10"), web(5)},
+	}
+	var last *State
+	for _, step := range steps {
+		in := Input{LoadBalancer: &site.LoadBalancer, Nodes: Judge(step.nodes, inv, nil), Services: step.services, Selections: sels}
+		fresh := Compute(in)
+		in.Previous = last
+		got := Compute(in)
+		for _, sel := range sels {
+			if g, f := fmt.Sprint(got.Tables[sel.Key()]), fmt.Sprint(fresh.Tables[sel.Key()]); g != f {
+				t.Errorf("%s: selection %q with the last choices:\n%s\nmade afresh:\n%s", step.name, sel.Key(), g, f)
+			}
+		}
+		if got.LeftOut != fresh.LeftOut || len(got.Problems) != len(fresh.Problems) {
+			t.Errorf("%s: %d left out and %d problems, afresh %d and %d", step.name, got.LeftOut, len(got.Problems), fresh.LeftOut, len(fresh.Problems))
+		}
+		for key, memo := range got.picks {
+			for _, p := range memo {
+				for vip := range p.kept {
+					if !got.Holds(vip) {
+						t.Errorf("%s: selection %q keeps a choice for %s, which no Service holds", step.name, key, vip)
+					}
+				}
+			}
+		}
+		last = got
+	}
+}
