@@ -338,8 +338,10 @@ func apiPeer(p Peer, restarting bool) *api.Peer {
 	return ap
 }
 
-// Change counts the paths one SetPaths sent.
-type Change struct{ Announced, Withdrawn int }
+// Change counts the paths one SetPaths sent. Replaced are those of
+// Announced that took the place (and identifier) of a path no longer
+// wanted, which is not counted as withdrawn.
+type Change struct{ Announced, Withdrawn, Replaced int }
 
 // SetPaths converges what is announced to want: new paths are added,
 // changed ones re-announced, and those no longer wanted withdrawn, each in
@@ -388,7 +390,7 @@ func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 		}
 	}
 	b.flush()
-	change := Change{Announced: b.added, Withdrawn: b.withdrawn}
+	change := Change{Announced: b.added, Withdrawn: b.withdrawn, Replaced: b.replaced}
 	if b.err != nil {
 		// GoBGP refuses paths only when it is stopping. The state stays as
 		// before, so a retry sends again what this one meant to.
@@ -406,7 +408,7 @@ func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 		s.paths += len(a.hops)
 	}
 	if b.added+b.withdrawn > 0 {
-		s.log.Info("BGP paths converged", "announced", s.paths, "added", b.added, "withdrawn", b.withdrawn)
+		s.log.Info("BGP paths converged", "announced", s.paths, "added", b.added, "replaced", b.replaced, "withdrawn", b.withdrawn)
 	}
 	return change, nil
 }
@@ -458,6 +460,7 @@ type batch struct {
 	srv              *server.BgpServer
 	add, withdraw    []*apiutil.Path
 	added, withdrawn int
+	replaced         int // queued in add in place of a path leaving
 	origin           bgp.PathAttributeInterface
 	nextHops         map[netip.Addr]bgp.PathAttributeInterface
 	err              error
@@ -469,9 +472,9 @@ func newBatch(srv *server.BgpServer) *batch {
 	return &batch{srv: srv, origin: bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP), nextHops: map[netip.Addr]bgp.PathAttributeInterface{}}
 }
 
-// flush sends what is queued, withdrawals first: a new path may reuse the
-// identifier of one withdrawn in the same convergence, and diff queues a
-// prefix's withdrawals before its new paths.
+// flush sends what is queued, withdrawals first: a path that replaces
+// another is sent without a withdrawal (see diff), and a prefix's
+// withdrawals free identifiers only for its next convergence.
 func (b *batch) flush() {
 	if b.err == nil && len(b.withdraw) > 0 {
 		if err := b.srv.DeletePath(apiutil.DeletePathRequest{Paths: b.withdraw}); err != nil {
@@ -491,9 +494,20 @@ func (b *batch) flush() {
 }
 
 // diff queues what turns old into hops (sorted, unique) with attrs, and
-// returns the new state: kept next hops keep their path identifiers, new
-// ones get the lowest free ones, and with changed attributes every kept
-// path is sent again.
+// returns the new state: kept next hops keep their path identifiers, and
+// with changed attributes every kept path is sent again.
+//
+// A new next hop takes the identifier of one that leaves in the same
+// convergence, and is sent without that one's withdrawal: GoBGP replaces
+// the path in place and keeps its ADD-PATH identifier on the wire, where
+// a withdrawal and a new path would give the new one an identifier never
+// used before (GoBGP frees none of a prefix's local identifiers while the
+// prefix lives). So a VIP keeps identifiers 1 to maximumPaths as its nodes
+// change, a restarted speaker sends the same ones again, and a strict
+// router replaces every path it kept as stale (FRR 8.4 sweeps at most one
+// stale path per prefix, #17372). The router sees one UPDATE, and its
+// route goes from the old set of next hops to the new one in one step.
+// Only new next hops beyond those leaving get the lowest free identifiers.
 func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops []netip.Addr) *announced {
 	resend := !old.attrs.equal(attrs)
 	was := b.prefix(prefix, old.attrs)
@@ -502,13 +516,14 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 		now = b.prefix(prefix, attrs)
 	}
 	out := &announced{attrs: attrs, hops: make([]hop, 0, len(hops))}
-	var added []int // indexes in out.hops still without an identifier
+	var added []int   // indexes in out.hops still without an identifier
+	var leaving []hop // old next hops not in hops
 	used := make([]uint32, 0, len(old.hops))
 	i, j := 0, 0
 	for i < len(old.hops) || j < len(hops) {
 		switch {
 		case j == len(hops) || (i < len(old.hops) && old.hops[i].addr.Compare(hops[j]) < 0):
-			b.queue(was, old.hops[i], true)
+			leaving = append(leaving, old.hops[i])
 			i++
 		case i == len(old.hops) || old.hops[i].addr.Compare(hops[j]) > 0:
 			added = append(added, len(out.hops))
@@ -523,6 +538,16 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 			i++
 			j++
 		}
+	}
+	for len(added) > 0 && len(leaving) > 0 {
+		out.hops[added[0]].id = leaving[0].id
+		used = append(used, leaving[0].id)
+		b.queue(now, out.hops[added[0]], false)
+		b.replaced++
+		added, leaving = added[1:], leaving[1:]
+	}
+	for _, h := range leaving {
+		b.queue(was, h, true)
 	}
 	slices.Sort(used)
 	id := uint32(1)

@@ -6,6 +6,10 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
 func addrsN(n int) []netip.Addr {
@@ -64,5 +68,76 @@ func TestSetPathsCountsWhatChanged(t *testing.T) {
 	a[0].NextHops = hops[1:]
 	if ch, _ := s.SetPaths(a); ch != (Change{Withdrawn: 1}) || s.Announced() != 2 {
 		t.Errorf("one next hop fewer: %+v, %d announced", ch, s.Announced())
+	}
+}
+
+// localIDs are the ADD-PATH identifiers GoBGP sends prefix's paths with,
+// by next hop.
+func localIDs(t *testing.T, s *Speaker, prefix string) map[netip.Addr]uint32 {
+	t.Helper()
+	out := map[netip.Addr]uint32{}
+	err := s.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: gobgp.RF_IPv4_UC},
+		func(nlri gobgp.NLRI, paths []*apiutil.Path) {
+			if nlri.String() != prefix {
+				return
+			}
+			for _, p := range paths {
+				out[nextHopOf(p)] = p.LocalID
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A VIP whose nodes change keeps the ADD-PATH identifiers 1 to its count of
+// paths on the wire: a new next hop takes the place of one leaving, so a
+// restarted speaker sends the same identifiers again and a strict router
+// replaces every path it kept as stale. Withdrawing one path and adding
+// another gave the new one an identifier never used before.
+func TestReplacedNextHopsKeepTheirIdentifiers(t *testing.T) {
+	s, err := Start(t.Context(), Config{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.2")}, slog.New(slog.NewTextHandler(t.Output(), nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(t.Context(), false)
+	const prefix = "192.0.2.10/32"
+	all := addrsN(40)
+	steps := []struct {
+		name   string
+		hops   []netip.Addr
+		change Change
+		maxID  uint32
+	}{
+		{"first", all[0:4], Change{Announced: 4}, 4},
+		{"one node replaces another", []netip.Addr{all[0], all[1], all[2], all[4]}, Change{Announced: 1, Replaced: 1}, 4},
+		{"two replace two", []netip.Addr{all[0], all[1], all[5], all[6]}, Change{Announced: 2, Replaced: 2}, 4},
+		{"every node replaced", all[10:14], Change{Announced: 4, Replaced: 4}, 4},
+		{"one more", all[10:15], Change{Announced: 1}, 5},
+		{"one fewer", all[10:14], Change{Withdrawn: 1}, 4},
+		{"two replace three", []netip.Addr{all[10], all[20], all[21]}, Change{Announced: 2, Replaced: 2, Withdrawn: 1}, 3},
+	}
+	for _, step := range steps {
+		ch, err := s.SetPaths([]Announcement{{Prefix: netip.MustParsePrefix(prefix), NextHops: step.hops}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch != step.change {
+			t.Errorf("%s: sent %+v, want %+v", step.name, ch, step.change)
+		}
+		ids := localIDs(t, s, prefix)
+		var got []uint32
+		for _, h := range step.hops {
+			id, ok := ids[h]
+			if !ok {
+				t.Fatalf("%s: no path via %s in GoBGP's table: %v", step.name, h, ids)
+			}
+			got = append(got, id)
+		}
+		slices.Sort(got)
+		if len(ids) != len(step.hops) || got[len(got)-1] > step.maxID {
+			t.Errorf("%s: identifiers on the wire %v (%d paths), want %d paths within 1 to %d", step.name, ids, len(ids), len(step.hops), step.maxID)
+		}
 	}
 }

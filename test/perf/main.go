@@ -77,6 +77,7 @@ type bench struct {
 	binary     string
 	kubeconfig string
 	peer       *framework.GoBGPD
+	router     *router // with -frr
 	dir        string
 	rep        report
 	figs       map[string]*figure
@@ -119,12 +120,21 @@ func run() error {
 		return err
 	}
 	defer b.peer.Stop()
+	if *withFRR {
+		if b.router, err = startRouter(pathsPerVIP()); err != nil {
+			return err
+		}
+		defer b.router.stop()
+	}
 	b.rep.Machine = fmt.Sprintf("%d cores, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	b.rep.Versions = strings.Join([]string{
 		versionOf(b.binary, "--version"),
 		"kube-apiserver " + versionOf(filepath.Join(framework.ToolsBin(), "kube-apiserver"), "--version"),
 		versionOf("gobgpd", "--version"),
 	}, "; ")
+	if b.router != nil {
+		b.rep.Versions += "; " + versionOf("/usr/lib/frr/bgpd", "--version")
+	}
 	b.rep.Flags = os.Args[1:]
 
 	for i := 0; i < *runs; i++ {
@@ -197,7 +207,7 @@ bgp:
   routerID: 127.0.0.2
   peers:
   - {address: 127.0.0.1, port: %d, asn: 64500, holdTime: 30s, connectRetryTime: 1s, maximumPaths: %d}
-%s`, b.peer.Port, pathsPerVIP(), extra)
+%s%s`, b.peer.Port, pathsPerVIP(), b.routerPeer(), extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
 

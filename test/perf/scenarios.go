@@ -196,6 +196,12 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return fmt.Errorf("burst: the peer lacks VIPs: %w", err)
 	}
 	b.record("burst", fmt.Sprintf("peer has every VIP via its %d nodes (of %d)", all.n, *nodes), "s", took.Seconds())
+	if err := b.routerHas(start, all, "burst", fmt.Sprintf("router (FRR) routes every VIP via its %d nodes", all.n)); err != nil {
+		return err
+	}
+	if err := b.routerSize(); err != nil {
+		return err
+	}
 	cpu1, err := cpuSeconds(ccm.PID())
 	if err != nil {
 		return err
@@ -247,6 +253,9 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}
 	b.record("churn", fmt.Sprintf("new node (registered, initialised, Ready) a next hop of the %d VIPs (of %d) it carries", gains, *services), "s", took.Seconds())
 	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("added=%d ", gains), "the CCM had handed them to GoBGP"); err != nil {
+		return err
+	}
+	if err := b.routerHas(start, joined, "churn", "… the router (FRR) routed them via it"); err != nil {
 		return err
 	}
 	after, _ := b.receivedUpdates()
@@ -327,7 +336,16 @@ func (b *bench) nodeLeaves(ccm *framework.Process, vips []netip.Addr, before, af
 		return fmt.Errorf("churn: the %s node is still a next hop: %w", what, err)
 	}
 	b.record("churn", fmt.Sprintf("%s node gone from the %d VIPs (of %d) it carried", what, losses, *services), "s", took.Seconds())
-	return b.recordSent(ccm, logFrom, start, fmt.Sprintf("withdrawn=%d ", losses), "the CCM had handed the "+what+" node's withdrawals to GoBGP")
+	// Where other nodes are left to take its places, each of its paths is
+	// replaced by another node's, not withdrawn.
+	sent := fmt.Sprintf("withdrawn=%d ", losses)
+	if after.n == before.n {
+		sent = fmt.Sprintf("replaced=%d ", losses)
+	}
+	if err := b.recordSent(ccm, logFrom, start, sent, "the CCM had handed the "+what+" node's withdrawals to GoBGP"); err != nil {
+		return err
+	}
+	return b.routerHas(start, after, "churn", "… the router (FRR) routed them via others")
 }
 
 // recordSent records when, after start, the CCM logged the convergence
