@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,10 +74,11 @@ func TestNextHopsPerRouter(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ccm := framework.StartReplica(t, framework.CCM{
+	replica := framework.CCM{
 		Binary: ccmBinary, Name: "ccm-paths", Kubeconfig: l.kubeconfig(cp), CloudConfig: cfgFile, Netns: cp.Name,
 		Env: []string{"POD_IP=" + recipeCP4},
-	})
+	}
+	ccm := framework.StartReplica(t, replica)
 	framework.WaitLeader(t, ccm)
 	var vips []string
 	for i := 1; i <= serviceCount; i++ {
@@ -199,4 +201,65 @@ func TestNextHopsPerRouter(t *testing.T) {
 	if n := strings.Count(ccm.Logs(), `state="established"`); n != 1 {
 		t.Errorf("the CCM's session was established %d times, want once: a reload of maximumPaths restarted it", n)
 	}
+
+	// Two more nodes die, one after the other, and then the replica
+	// restarts (kill -9) on its host. Each VIP a dead node carried took
+	// another node in its place under the same ADD-PATH identifier, so the
+	// restarted speaker sends every path the router kept as stale again,
+	// and the router ends with each VIP's 3 paths, none stale. (A dead
+	// node's path withdrawn and another added under a new identifier left
+	// FRR 8.4, which sweeps at most one stale path per prefix at the
+	// End-of-RIB, paths via nodes no longer chosen, in use.)
+	live := slices.DeleteFunc(slices.Clone(nodes), func(n *node) bool { return n == dead })
+	for _, d := range []*node{nodes[7], nodes[9]} {
+		d.stopHealthz()
+		live = slices.DeleteFunc(live, func(n *node) bool { return n == d })
+		framework.Eventually(t, 90*time.Second, d.name+" dead: every VIP via 3 live nodes", func() (bool, string) {
+			out, _ := router.IP("-4", "route")
+			for _, vip := range vips {
+				hops := vias(routeLines(out, vip))
+				if len(hops) != 3 || slices.Contains(hops, d.ip) {
+					return false, fmt.Sprintf("%s via %v, want 3 next hops, none %s", vip, hops, d.ip)
+				}
+			}
+			return true, ""
+		})
+	}
+	ccm.Kill()
+	replica.Name = "ccm-paths-restarted"
+	restarted := framework.StartReplica(t, replica)
+	framework.WaitLeader(t, restarted)
+	type path struct {
+		Stale    bool `json:"stale"`
+		Nexthops []struct {
+			IP string `json:"ip"`
+		} `json:"nexthops"`
+	}
+	framework.Eventually(t, 90*time.Second, "after the restart each VIP's 3 paths at the router, none stale", func() (bool, string) {
+		if !restarted.LogContains("BGP session state changed", "established") {
+			return false, "the restarted replica has no session yet"
+		}
+		for _, vip := range vips {
+			out, _ := frr.Vtysh("show bgp ipv4 unicast " + vip + "/32 json")
+			var rib struct {
+				Paths []path `json:"paths"`
+			}
+			if err := json.Unmarshal([]byte(out), &rib); err != nil {
+				return false, err.Error()
+			}
+			stale := 0
+			for _, p := range rib.Paths {
+				if p.Stale {
+					stale++
+				}
+				if len(p.Nexthops) == 0 || !slices.ContainsFunc(live, func(n *node) bool { return n.ip == p.Nexthops[0].IP }) {
+					return false, fmt.Sprintf("%s has a path via a dead node:\n%s", vip, out)
+				}
+			}
+			if len(rib.Paths) != 3 || stale > 0 {
+				return false, fmt.Sprintf("%s: %d paths, %d stale, want 3 and none stale:\n%s", vip, len(rib.Paths), stale, out)
+			}
+		}
+		return true, ""
+	})
 }
