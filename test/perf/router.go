@@ -28,9 +28,10 @@ const (
 
 // router is the recipe's FRR in a network namespace of the bench's, on a
 // veth to this host: a site's router at the bench's size. The nodes'
-// addresses are reached through this host (they are in another
-// namespace), so the recipe gets one line more, `disable-connected-check`:
-// single-hop eBGP takes only next hops on a connected subnet.
+// addresses are routed out of its link (no traffic is sent: the table is
+// what is measured), so that each VIP's route names its nodes, and the
+// recipe gets one line more, `disable-connected-check`: single-hop eBGP
+// takes only next hops on a connected subnet.
 type router struct {
 	ns      *framework.Netns
 	frr     *framework.FRR
@@ -80,7 +81,7 @@ func startRouter(paths int) (_ *router, err error) {
 		}
 	}
 	for _, args := range [][]string{{"addr", "add", routerAddr + "/30", "dev", "eth0"}, {"link", "set", "eth0", "up"}, {"link", "set", "lo", "up"},
-		{"route", "add", "198.18.0.0/16", "via", routerHostEnd}} {
+		{"route", "add", "198.18.0.0/16", "dev", "eth0"}} {
 		if _, err := r.ns.IP(args...); err != nil {
 			return nil, err
 		}

@@ -345,7 +345,7 @@ func (b *bench) nodeLeaves(ccm *framework.Process, vips []netip.Addr, before, af
 	if err := b.recordSent(ccm, logFrom, start, sent, "the CCM had handed the "+what+" node's withdrawals to GoBGP"); err != nil {
 		return err
 	}
-	return b.routerHas(start, after, "churn", "… the router (FRR) routed them via others")
+	return b.routerHas(start, after, "churn", "… the router (FRR) routed the "+what+" node's VIPs via others")
 }
 
 // recordSent records when, after start, the CCM logged the convergence
