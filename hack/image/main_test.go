@@ -10,25 +10,34 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// The image a user loads runs the binary as nonroot and has no shell.
-func TestImageRunsTheBinaryAsNonRootWithoutAShell(t *testing.T) {
+// built is the image of s with a stand-in binary named
+// baremetal-cloud-controller-manager.
+func built(t *testing.T, s spec) v1.Image {
+	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "baremetal-cloud-controller-manager")
-	if err := os.WriteFile(bin, []byte("not really a program"), 0o755); err != nil {
+	s.binary = filepath.Join(dir, "baremetal-cloud-controller-manager")
+	if err := os.WriteFile(s.binary, []byte("not really a program"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "image.tar")
-	if err := build(spec{binary: bin, tag: "example.com/ccm:test", user: nonroot}, out); err != nil {
+	if err := build(s, out); err != nil {
 		t.Fatal(err)
 	}
 	img, err := tarball.ImageFromPath(out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return img
+}
+
+// The image a user loads runs the binary as nonroot and has no shell.
+func TestImageRunsTheBinaryAsNonRootWithoutAShell(t *testing.T) {
+	img := built(t, spec{tag: "example.com/ccm:test", user: nonroot})
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -74,20 +83,7 @@ func TestImageRunsTheBinaryAsNonRootWithoutAShell(t *testing.T) {
 // a pod gives none, as agnhost's does: upstream's specs start pods of it
 // without a command and wait for them to keep running.
 func TestCmdIsTheEntrypointsDefaultArguments(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "agnhost")
-	if err := os.WriteFile(bin, []byte("not really a program"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "image.tar")
-	if err := build(spec{binary: bin, path: "/agnhost", tag: "example.com/agnhost:test", user: "0:0", cmd: []string{"pause"}}, out); err != nil {
-		t.Fatal(err)
-	}
-	img, err := tarball.ImageFromPath(out, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := img.ConfigFile()
+	cfg, err := built(t, spec{path: "/agnhost", tag: "example.com/agnhost:test", user: "0:0", cmd: []string{"pause"}}).ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ type nodeNetwork struct {
 // on port. It needs root.
 func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) string) (_ *nodeNetwork, err error) {
 	h := &nodeNetwork{hostEnd: name + "0"}
-	if h.ns, err = framework.NewNetns(name); err != nil {
+	if h.ns, err = linkedNetns(name, h.hostEnd, hostAddr+"/16"); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -66,15 +66,6 @@ func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) st
 			h.stop()
 		}
 	}()
-	exec.Command("ip", "link", "del", h.hostEnd).Run() // a leftover of an aborted run
-	if out, err := exec.Command("ip", "link", "add", h.hostEnd, "type", "veth", "peer", "name", "eth0", "netns", h.ns.Name).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ip link add %s: %w: %s", h.hostEnd, err, out)
-	}
-	for _, args := range [][]string{{"addr", "add", hostAddr + "/16", "dev", h.hostEnd}, {"link", "set", h.hostEnd, "up"}} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("ip %v: %w: %s", args, err, out)
-		}
-	}
 	var batch strings.Builder
 	for i := range n {
 		fmt.Fprintf(&batch, "addr add %s/16 dev eth0\n", addr(i))
@@ -94,6 +85,31 @@ func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) st
 	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
 	go h.srv.Serve(l)
 	return h, nil
+}
+
+// linkedNetns is a new network namespace name with a veth to this host:
+// eth0 inside, hostEnd here with hostCIDR. A leftover link of an aborted
+// run is deleted first. On error the namespace is deleted.
+func linkedNetns(name, hostEnd, hostCIDR string) (_ *framework.Netns, err error) {
+	ns, err := framework.NewNetns(name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			ns.Delete()
+		}
+	}()
+	exec.Command("ip", "link", "del", hostEnd).Run()
+	if out, err := exec.Command("ip", "link", "add", hostEnd, "type", "veth", "peer", "name", "eth0", "netns", ns.Name).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ip link add %s: %w: %s", hostEnd, err, out)
+	}
+	for _, args := range [][]string{{"addr", "add", hostCIDR, "dev", hostEnd}, {"link", "set", hostEnd, "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("ip %v: %w: %s", args, err, out)
+		}
+	}
+	return ns, nil
 }
 
 // kill makes a node silent, as a frozen or powered-off node is: its

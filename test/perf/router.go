@@ -63,7 +63,8 @@ func startRouter(paths int) (_ *router, err error) {
 	if r.dir, err = os.MkdirTemp("", "baremetal-perf-frr-"); err != nil {
 		return nil, err
 	}
-	if r.ns, err = framework.NewNetns("bmbench-router"); err != nil {
+	if r.ns, err = linkedNetns("bmbench-router", r.hostEnd, routerHostEnd+"/30"); err != nil {
+		os.RemoveAll(r.dir)
 		return nil, err
 	}
 	defer func() {
@@ -71,15 +72,6 @@ func startRouter(paths int) (_ *router, err error) {
 			r.stop()
 		}
 	}()
-	exec.Command("ip", "link", "del", r.hostEnd).Run() // a leftover of an aborted run
-	if out, err := exec.Command("ip", "link", "add", r.hostEnd, "type", "veth", "peer", "name", "eth0", "netns", r.ns.Name).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ip link add %s: %w: %s", r.hostEnd, err, out)
-	}
-	for _, args := range [][]string{{"addr", "add", routerHostEnd + "/30", "dev", r.hostEnd}, {"link", "set", r.hostEnd, "up"}} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("ip %v: %w: %s", args, err, out)
-		}
-	}
 	for _, args := range [][]string{{"addr", "add", routerAddr + "/30", "dev", "eth0"}, {"link", "set", "eth0", "up"}, {"link", "set", "lo", "up"},
 		{"route", "add", "198.18.0.0/16", "dev", "eth0"}} {
 		if _, err := r.ns.IP(args...); err != nil {
