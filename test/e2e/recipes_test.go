@@ -120,19 +120,8 @@ func TestRouterRecipes(t *testing.T) {
 			received := func() (v4, v6 int, err error) {
 				// The CCM's session: FRR's count of what it accepted.
 				count := func(family string) (int, error) {
-					out, err := f.Vtysh("show bgp " + family + " unicast summary json")
-					if err != nil {
-						return 0, err
-					}
-					var sum struct {
-						Peers map[string]struct {
-							PfxRcd int `json:"pfxRcd"`
-						} `json:"peers"`
-					}
-					if err := json.Unmarshal([]byte(out), &sum); err != nil {
-						return 0, fmt.Errorf("%w: %s", err, out)
-					}
-					return sum.Peers[recipeCP4].PfxRcd, nil
+					got, err := f.Received(family)
+					return got[recipeCP4], err
 				}
 				if v4, err = count("ipv4"); err != nil {
 					return

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -114,6 +115,29 @@ func (f *FRR) Vtysh(commands ...string) (string, error) {
 		return string(out), fmt.Errorf("vtysh %q: %w: %s", commands, err, out)
 	}
 	return string(out), nil
+}
+
+// Received is what each neighbour (by address) sent in family ("ipv4",
+// "ipv6") that the router accepted: FRR's pfxRcd, which with ADD-PATH
+// counts paths, not prefixes.
+func (f *FRR) Received(family string) (map[string]int, error) {
+	out, err := f.Vtysh("show bgp " + family + " unicast summary json")
+	if err != nil {
+		return nil, err
+	}
+	var sum struct {
+		Peers map[string]struct {
+			PfxRcd int `json:"pfxRcd"`
+		} `json:"peers"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		return nil, fmt.Errorf("reading FRR's %s summary: %w: %s", family, err, out)
+	}
+	got := map[string]int{}
+	for peer, p := range sum.Peers {
+		got[peer] = p.PfxRcd
+	}
+	return got, nil
 }
 
 // BgpdLogs is what bgpd printed.

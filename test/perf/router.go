@@ -112,21 +112,13 @@ func (b *bench) routerPeer() string {
 // received is how many paths (with ADD-PATH, one per VIP and node) the
 // router holds from the CCM.
 func (r *router) received() (int, error) {
-	out, err := r.frr.Vtysh("show bgp ipv4 unicast summary json")
+	got, err := r.frr.Received("ipv4")
 	if err != nil {
 		return 0, err
 	}
-	var s struct {
-		Peers map[string]struct {
-			PfxRcd int `json:"pfxRcd"`
-		} `json:"peers"`
-	}
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		return 0, fmt.Errorf("reading FRR's summary: %w", err)
-	}
 	n := 0
-	for _, p := range s.Peers {
-		n += p.PfxRcd
+	for _, paths := range got {
+		n += paths
 	}
 	return n, nil
 }
