@@ -266,9 +266,10 @@ func TestBFDDefaults(t *testing.T) {
 	}
 }
 
-// The node health check is on by default and fails a dead node within about
-// 2.5 s: a round at least every interval, each failing probe at most one
-// timeout, unhealthyThreshold of them.
+// The node health check is on by default and fails a dead node within 2 s:
+// a round every interval, the first failing probe waiting out one timeout,
+// and the next ones an interval apart (rounds do not wait for the last
+// one's probes).
 func TestHealthCheckDefaults(t *testing.T) {
 	cfg, err := Parse([]byte("inventory: {}\n"))
 	if err != nil {
@@ -278,8 +279,8 @@ func TestHealthCheckDefaults(t *testing.T) {
 	if !h.On() || h.Port != 10256 || h.Path != "/healthz" {
 		t.Errorf("health check %+v, want kube-proxy's /healthz on 10256, on", h)
 	}
-	worst := h.Interval.Duration + time.Duration(h.UnhealthyThreshold)*max(h.Interval.Duration, h.Timeout.Duration)
-	if worst > 3*time.Second || h.HealthyThreshold < 1 {
+	worst := h.Interval.Duration + h.Timeout.Duration + time.Duration(h.UnhealthyThreshold-1)*h.Interval.Duration
+	if worst > 2*time.Second || h.HealthyThreshold < 1 {
 		t.Errorf("defaults %+v take a dead node out only after %v", h, worst)
 	}
 	off, err := Parse([]byte("loadBalancer:\n  healthCheck: {enabled: false}\n"))

@@ -182,37 +182,92 @@ func (c *Checker) kick() {
 	}
 }
 
+// MaxRoundsPending bounds the rounds whose probes are awaited at once.
+const MaxRoundsPending = 4
+
+// roundsPending is how many rounds may await their probes at once: enough
+// that one starts every interval while a dead node's probes wait out their
+// timeout, so its failures come an interval apart and not a timeout apart.
+func (s Settings) roundsPending() int {
+	if s.Interval <= 0 {
+		return 1
+	}
+	n := int((s.Timeout + s.Interval - 1) / s.Interval)
+	return max(1, min(n, MaxRoundsPending))
+}
+
 // Run probes in rounds until ctx ends: a round starts Interval after the
-// last one started, or when it ends if it took longer, or at once when a
-// target is added.
+// last one started, or at once when a target is added, without waiting for
+// the last round's probes unless roundsPending rounds await theirs. Rounds
+// are applied, and OnRound called, in the order they started.
 func (c *Checker) Run(ctx context.Context) {
-	defer c.prober.forget(nil)
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		c.prober.forget(nil)
+	}()
+	// finished hears of each round done; its buffer holds every round that
+	// can be pending, so no round waits to tell.
+	finished := make(chan struct{}, MaxRoundsPending)
+	pending := 0
+	applied := make(chan struct{})
+	close(applied)
 	for {
-		start := time.Now()
-		r := c.round(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if c.OnRound != nil {
-			c.OnRound(r)
-		}
 		c.mu.Lock()
-		wait := c.settings.Interval - time.Since(start)
+		limit := c.settings.roundsPending()
 		c.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.wake:
-		case <-time.After(wait):
+		for pending >= limit {
+			select {
+			case <-ctx.Done():
+				return
+			case <-finished:
+				pending--
+			}
 		}
+		start := time.Now()
+		pending++
+		wg.Add(1)
+		prev, done := applied, make(chan struct{})
+		applied = done
+		go func() {
+			defer wg.Done()
+			targets, errs := c.probeAll(ctx)
+			<-prev
+			if ctx.Err() == nil {
+				r := c.finish(targets, errs)
+				if c.OnRound != nil {
+					c.OnRound(r)
+				}
+			}
+			close(done)
+			finished <- struct{}{}
+		}()
+		c.mu.Lock()
+		wait := time.NewTimer(c.settings.Interval - time.Since(start))
+		c.mu.Unlock()
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				wait.Stop()
+				return
+			case <-c.wake:
+				break waiting
+			case <-wait.C:
+				break waiting
+			case <-finished:
+				pending--
+			}
+		}
+		wait.Stop()
 	}
 }
 
-// round probes every target at once and applies the results together, so
-// that nodes failing at once are judged together.
-func (c *Checker) round(ctx context.Context) Round {
+// probeAll probes every target at once; their results are judged together
+// (finish), so that nodes failing at once are judged together.
+func (c *Checker) probeAll(ctx context.Context) ([]Target, []error) {
 	c.mu.Lock()
-	timeout, port := c.settings.Timeout, c.settings.Port
+	timeout := c.settings.Timeout
 	targets := make([]Target, 0, len(c.targets))
 	for name, st := range c.targets {
 		targets = append(targets, Target{Name: name, Addr: st.addr})
@@ -231,16 +286,21 @@ func (c *Checker) round(ctx context.Context) Round {
 		}()
 	}
 	wg.Wait()
-	// A connection kept for a node no longer probed (removed, moved, the
-	// port changed) is closed: the map holds only this round's.
+	return targets, errs
+}
+
+// finish applies a round's results and closes the kept connections of
+// nodes no longer probed (removed, moved, the port changed): the prober
+// keeps only this round's.
+func (c *Checker) finish(targets []Target, errs []error) Round {
+	c.mu.Lock()
+	port := c.settings.Port
+	c.mu.Unlock()
 	keep := make(map[netip.AddrPort]bool, len(targets))
 	for _, t := range targets {
 		keep[netip.AddrPortFrom(t.Addr, port)] = true
 	}
 	c.prober.forget(keep)
-	if ctx.Err() != nil {
-		return Round{}
-	}
 	return c.apply(targets, errs)
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -381,4 +382,88 @@ func BenchmarkHTTPProbe(b *testing.B) {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
 	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// TestDeadNodeFailsAnIntervalApart: a dead node's probes each wait out
+// the timeout. Rounds do not wait for them, so its second failure comes an
+// interval after its first, not a timeout after it, and it is out well
+// within a timeout of its first failed probe; no more rounds than
+// roundsPending await their probes at once.
+func TestDeadNodeFailsAnIntervalApart(t *testing.T) {
+	s := Settings{Interval: 50 * time.Millisecond, Timeout: 600 * time.Millisecond, Unhealthy: 2, Healthy: 2}
+	var mu sync.Mutex
+	dead, waiting, mostWaiting := false, 0, 0
+	c := New(s, func(ctx context.Context, tg Target) error {
+		mu.Lock()
+		d := dead && tg.Name == "b"
+		if d {
+			waiting++
+			mostWaiting = max(mostWaiting, waiting)
+		}
+		mu.Unlock()
+		if !d {
+			return nil
+		}
+		<-ctx.Done()
+		mu.Lock()
+		waiting--
+		mu.Unlock()
+		return ctx.Err()
+	})
+	type seen struct {
+		at time.Time
+		r  Round
+	}
+	rounds := make(chan seen, 1000)
+	c.OnRound = func(r Round) { rounds <- seen{time.Now(), r} }
+	c.SetTargets(targets("a", "b"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	<-rounds
+	mu.Lock()
+	dead = true
+	mu.Unlock()
+	var firstFailure time.Time
+	deadline := time.After(10 * time.Second)
+	for c.Serving("b") {
+		select {
+		case sn := <-rounds:
+			if sn.r.Failed > 0 && firstFailure.IsZero() {
+				firstFailure = sn.at
+			}
+		case <-deadline:
+			t.Fatal("b still serving 10 s after it died")
+		}
+	}
+	out := time.Since(firstFailure)
+	if out >= s.Timeout/2 {
+		t.Errorf("b out %v after its first failed probe, want within an interval or so (%v), well within the timeout (%v)", out.Round(time.Millisecond), s.Interval, s.Timeout)
+	}
+	if !c.Serving("a") {
+		t.Error("a was taken out with b")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := s.roundsPending(); mostWaiting > want {
+		t.Errorf("%d probes of b awaited at once, want at most %d", mostWaiting, want)
+	}
+}
+
+func TestRoundsPending(t *testing.T) {
+	for _, tc := range []struct {
+		interval, timeout time.Duration
+		want              int
+	}{
+		{500 * time.Millisecond, time.Second, 2},
+		{500 * time.Millisecond, 1200 * time.Millisecond, 3},
+		{time.Second, 10 * time.Millisecond, 1},
+		{time.Second, time.Second, 1},
+		{100 * time.Millisecond, time.Minute, MaxRoundsPending},
+	} {
+		s := Settings{Interval: tc.interval, Timeout: tc.timeout}
+		if got := s.roundsPending(); got != tc.want {
+			t.Errorf("interval %v timeout %v: %d rounds pending, want %d", tc.interval, tc.timeout, got, tc.want)
+		}
+	}
 }
