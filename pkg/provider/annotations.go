@@ -23,8 +23,42 @@ const (
 	AnnotationSharingKey = annotationPrefix + "sharing-key"
 )
 
+// MetalLB's Service annotations, read as aliases of ours with the same
+// meaning, so that a site moving from MetalLB keeps its Services as they
+// are (docs/migration/metallb.md): its current metallb.io/ form and its
+// older metallb.universe.tf/ one.
+var aliases = map[string][]string{
+	AnnotationLoadBalancerIPs: {"metallb.io/loadBalancerIPs", "metallb.universe.tf/loadBalancerIPs"},
+	AnnotationAddressPool:     {"metallb.io/address-pool", "metallb.universe.tf/address-pool"},
+	AnnotationSharingKey:      {"metallb.io/allow-shared-ip", "metallb.universe.tf/allow-shared-ip"},
+}
+
+// annotation reads one of our annotations or its aliases: the name set and
+// its value. Names set to different values are an error naming them all,
+// and then the Service is left as it is.
+func annotation(svc *v1.Service, ours string) (name, value string, ok bool, err error) {
+	for _, n := range append([]string{ours}, aliases[ours]...) {
+		v, set := svc.Annotations[n]
+		if !set {
+			continue
+		}
+		if !ok {
+			name, value, ok = n, v, true
+			continue
+		}
+		if v != value {
+			return "", "", false, fmt.Errorf("annotations %s (%q) and %s (%q) disagree; set one, or both to the same value", name, value, n, v)
+		}
+	}
+	return name, value, ok, nil
+}
+
 // ParseLoadBalancerIPs reads the value of AnnotationLoadBalancerIPs.
 func ParseLoadBalancerIPs(value string) ([]netip.Addr, error) {
+	return parseLoadBalancerIPs(AnnotationLoadBalancerIPs, value)
+}
+
+func parseLoadBalancerIPs(name, value string) ([]netip.Addr, error) {
 	var out []netip.Addr
 	seen := map[bool]bool{}
 	for _, part := range strings.Split(value, ",") {
@@ -34,33 +68,39 @@ func ParseLoadBalancerIPs(value string) ([]netip.Addr, error) {
 		}
 		ip, err := netip.ParseAddr(part)
 		if err != nil || ip.Zone() != "" {
-			return nil, fmt.Errorf("annotation %s: %q is not an IP address", AnnotationLoadBalancerIPs, part)
+			return nil, fmt.Errorf("annotation %s: %q is not an IP address", name, part)
 		}
 		ip = ip.Unmap()
 		if seen[ip.Is4()] {
-			return nil, fmt.Errorf("annotation %s: %q gives more than one %s address", AnnotationLoadBalancerIPs, value, familyName(ip))
+			return nil, fmt.Errorf("annotation %s: %q gives more than one %s address", name, value, familyName(ip))
 		}
 		seen[ip.Is4()] = true
 		out = append(out, ip)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("annotation %s: %q names no address", AnnotationLoadBalancerIPs, value)
+		return nil, fmt.Errorf("annotation %s: %q names no address", name, value)
 	}
 	return out, nil
 }
 
 // ParsePoolName reads the value of AnnotationAddressPool.
-func ParsePoolName(value string) (string, error) {
+func ParsePoolName(value string) (string, error) { return parsePoolName(AnnotationAddressPool, value) }
+
+func parsePoolName(name, value string) (string, error) {
 	if msgs := validation.IsDNS1123Label(value); len(msgs) > 0 {
-		return "", fmt.Errorf("annotation %s: %q is not a pool name: %s", AnnotationAddressPool, value, strings.Join(msgs, "; "))
+		return "", fmt.Errorf("annotation %s: %q is not a pool name: %s", name, value, strings.Join(msgs, "; "))
 	}
 	return value, nil
 }
 
 // ParseSharingKey reads the value of AnnotationSharingKey.
 func ParseSharingKey(value string) (string, error) {
+	return parseSharingKey(AnnotationSharingKey, value)
+}
+
+func parseSharingKey(name, value string) (string, error) {
 	if value == "" || len(value) > 253 || strings.ContainsAny(value, " \t\r\n") {
-		return "", fmt.Errorf("annotation %s: %q must be 1 to 253 characters without spaces", AnnotationSharingKey, value)
+		return "", fmt.Errorf("annotation %s: %q must be 1 to 253 characters without spaces", name, value)
 	}
 	return value, nil
 }
@@ -72,11 +112,14 @@ func familyName(ip netip.Addr) string {
 	return "IPv6"
 }
 
-// requestedIPs returns the addresses a Service asks for: the annotation, or
-// else the deprecated spec.loadBalancerIP.
+// requestedIPs returns the addresses a Service asks for: the annotation (or
+// an alias), or else the deprecated spec.loadBalancerIP.
 func requestedIPs(svc *v1.Service) ([]netip.Addr, error) {
-	if v, ok := svc.Annotations[AnnotationLoadBalancerIPs]; ok {
-		return ParseLoadBalancerIPs(v)
+	if name, v, ok, err := annotation(svc, AnnotationLoadBalancerIPs); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return parseLoadBalancerIPs(name, v)
 	}
 	if svc.Spec.LoadBalancerIP != "" {
 		ip, err := netip.ParseAddr(svc.Spec.LoadBalancerIP)

@@ -139,13 +139,16 @@ func allocationRequest(svc *v1.Service) (ipam.Request, error) {
 	if req.Requested, err = requestedIPs(svc); err != nil {
 		return req, fmt.Errorf("Service %s: %w", req.Service, err)
 	}
-	if v, ok := svc.Annotations[AnnotationAddressPool]; ok {
-		if req.Pool, err = ParsePoolName(v); err != nil {
-			return req, fmt.Errorf("Service %s: %w", req.Service, err)
+	for _, a := range []struct {
+		ours  string
+		parse func(name, value string) (string, error)
+		into  *string
+	}{{AnnotationAddressPool, parsePoolName, &req.Pool}, {AnnotationSharingKey, parseSharingKey, &req.SharingKey}} {
+		name, v, ok, err := annotation(svc, a.ours)
+		if err == nil && ok {
+			*a.into, err = a.parse(name, v)
 		}
-	}
-	if v, ok := svc.Annotations[AnnotationSharingKey]; ok {
-		if req.SharingKey, err = ParseSharingKey(v); err != nil {
+		if err != nil {
 			return req, fmt.Errorf("Service %s: %w", req.Service, err)
 		}
 	}
