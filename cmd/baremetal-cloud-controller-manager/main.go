@@ -43,7 +43,7 @@ func main() {
 
 	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, wait.NeverStop)
 	command.Use = commandName
-	command.AddCommand(validateCommand())
+	command.AddCommand(validateCommand(), convertMetalLBCommand())
 	os.Exit(cli.Run(command))
 }
 

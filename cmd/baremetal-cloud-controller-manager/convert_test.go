@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/metallb"
+)
+
+// convert-metallb writes the config where -o says, notes on standard
+// error; with a refusal it writes nothing and fails.
+func TestConvertMetalLB(t *testing.T) {
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "dump.yaml")
+	good := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: lan, namespace: metallb-system}\nspec: {addresses: [192.168.1.240/28]}\n" +
+		"---\napiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\n"
+	if err := os.WriteFile(dump, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "cloud.yaml")
+	var stdout, stderr bytes.Buffer
+	if err := convertMetalLB(&stdout, &stderr, dump, out, metallb.Options{L2Interface: "eth1"}); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	written, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(written), "interface: eth1") {
+		t.Errorf("written %q (%v), want the layer 2 pool on eth1", written, err)
+	}
+
+	bad := strings.Replace(good, "kind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\n", "kind: L2Advertisement\nmetadata: {name: l2, namespace: metallb-system}\nspec: {interfaces: [eth1], nodeSelectors: [{matchLabels: {a: b}}]}\n", 1)
+	if err := os.WriteFile(dump, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(dir, "other.yaml")
+	stderr.Reset()
+	if err := convertMetalLB(&stdout, &stderr, dump, out2, metallb.Options{}); err == nil {
+		t.Error("a refused field converted")
+	}
+	if !strings.Contains(stderr.String(), "refused: L2Advertisement metallb-system/l2: spec.nodeSelectors") || !strings.Contains(stderr.String(), "nothing written") {
+		t.Errorf("standard error %q, want the refusal by resource and field", stderr.String())
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Error("a config written despite a refusal")
+	}
+}

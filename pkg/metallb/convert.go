@@ -1,0 +1,572 @@
+// Package metallb converts MetalLB's configuration, its custom resources as
+// `kubectl get ... -o yaml` prints them, to this project's cloud config.
+// Every field it reads is converted, converted with a meaning that changes
+// (a Note says how), or refused (a Problem names the resource and the
+// field); docs/migration/metallb.md has the table.
+package metallb
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+)
+
+// Finding is what the converter says of one field of one resource.
+type Finding struct {
+	Object  string // "BGPPeer metallb-system/tor1"
+	Field   string // "spec.nodeSelectors"
+	Message string
+}
+
+func (f Finding) String() string {
+	if f.Field == "" {
+		return f.Object + ": " + f.Message
+	}
+	return f.Object + ": " + f.Field + ": " + f.Message
+}
+
+// Result is a conversion: the cloud config's loadBalancer and bgp
+// sections, what was converted with a changed meaning, and what was
+// refused. Config is nil when anything was refused.
+type Result struct {
+	Config  []byte
+	Notes   []Finding
+	Refused []Finding
+}
+
+// Options are what a MetalLB configuration does not say.
+type Options struct {
+	// L2Interface is the replicas' interface on the segment of the layer 2
+	// pools, for L2Advertisements that name none (MetalLB's speakers then
+	// answer on every interface of every node).
+	L2Interface string
+}
+
+type resource struct {
+	object
+	ref  string
+	spec json.RawMessage
+}
+
+// Convert reads a dump (a List, or YAML documents of resources) and
+// converts it.
+func Convert(dump []byte, opts Options) (*Result, error) {
+	objs, err := read(dump)
+	if err != nil {
+		return nil, err
+	}
+	c := &converter{opts: opts, res: &Result{}}
+	c.run(objs)
+	if len(c.res.Refused) > 0 {
+		return c.res, nil
+	}
+	out, err := c.render()
+	if err != nil {
+		return nil, err
+	}
+	// What is written must be a cloud config the CCM loads.
+	if _, err := config.Parse(out); err != nil {
+		return nil, fmt.Errorf("the converted config does not validate (a defect of the converter): %w", err)
+	}
+	c.res.Config = out
+	return c.res, nil
+}
+
+// read splits a dump into resources: each YAML document, and the items of
+// a List.
+func read(dump []byte) ([]resource, error) {
+	var out []resource
+	dec := yaml.NewDecoder(bytes.NewReader(dump))
+	for doc := 0; ; doc++ {
+		var node yaml.Node
+		if err := dec.Decode(&node); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("document %d: not valid YAML: %w", doc+1, err)
+		}
+		raw, err := yaml.Marshal(&node)
+		if err != nil {
+			return nil, err
+		}
+		js, err := sigsyaml.YAMLToJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", doc+1, err)
+		}
+		if string(js) == "null" {
+			continue
+		}
+		var head struct {
+			object
+			Spec  json.RawMessage   `json:"spec"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(js, &head); err != nil {
+			return nil, fmt.Errorf("document %d: %w", doc+1, err)
+		}
+		items := []json.RawMessage{js}
+		if head.Kind == "List" || strings.HasSuffix(head.Kind, "List") && head.Items != nil {
+			items = head.Items
+		}
+		for _, it := range items {
+			var r struct {
+				object
+				Spec json.RawMessage `json:"spec"`
+			}
+			if err := json.Unmarshal(it, &r); err != nil {
+				return nil, fmt.Errorf("document %d: %w", doc+1, err)
+			}
+			ref := r.Kind + " " + r.Metadata.Name
+			if r.Metadata.Namespace != "" {
+				ref = r.Kind + " " + r.Metadata.Namespace + "/" + r.Metadata.Name
+			}
+			out = append(out, resource{object: r.object, ref: ref, spec: r.Spec})
+		}
+	}
+	return out, nil
+}
+
+type converter struct {
+	opts Options
+	res  *Result
+
+	pools       []*pool
+	communities map[string]string // alias → value
+	bfd         map[string]bfdProfileSpec
+	peers       []peerOut
+	peerNames   []string
+	asn         uint32
+	asnFrom     string
+}
+
+type pool struct {
+	name     string
+	ref      string
+	labels   map[string]string
+	priority int
+	out      poolOut
+	// the advertisements that announce it, by kind
+	bgpBy, l2By string
+	bgp         *poolBGPOut
+}
+
+func (c *converter) refuse(r resource, field, format string, args ...any) {
+	c.res.Refused = append(c.res.Refused, Finding{Object: r.ref, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *converter) note(r resource, field, format string, args ...any) {
+	c.res.Notes = append(c.res.Notes, Finding{Object: r.ref, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// spec decodes r's spec into v, refusing a field it does not know.
+func (c *converter) spec(r resource, v any) bool {
+	if len(r.spec) == 0 {
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.spec))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		c.refuse(r, "spec", "%s (this converter knows MetalLB v0.16's fields)", strings.TrimPrefix(err.Error(), "json: "))
+		return false
+	}
+	return true
+}
+
+func (c *converter) run(objs []resource) {
+	c.communities, c.bfd = map[string]string{}, map[string]bfdProfileSpec{}
+	var bgpAds, l2Ads, peers []resource
+	for _, r := range objs {
+		if r.Kind != "" && !strings.HasPrefix(r.APIVersion, "metallb.io/") {
+			c.note(r, "apiVersion", "%q is not MetalLB's (metallb.io): ignored", r.APIVersion)
+			continue
+		}
+		switch r.Kind {
+		case "IPAddressPool":
+			c.pool(r)
+		case "Community":
+			var s communitySpec
+			if c.spec(r, &s) {
+				for _, a := range s.Communities {
+					c.communities[a.Name] = a.Value
+				}
+			}
+		case "BFDProfile":
+			var s bfdProfileSpec
+			if c.spec(r, &s) {
+				c.bfd[r.Metadata.Name] = s
+			}
+		case "BGPAdvertisement":
+			bgpAds = append(bgpAds, r)
+		case "L2Advertisement":
+			l2Ads = append(l2Ads, r)
+		case "BGPPeer":
+			peers = append(peers, r)
+			c.peerNames = append(c.peerNames, r.Metadata.Name)
+		case "ServiceBGPStatus", "ServiceL2Status", "ConfigurationState":
+			// MetalLB's own status, nothing to convert.
+		default:
+			c.refuse(r, "kind", "%q is not a MetalLB resource this converter knows", r.Kind)
+		}
+	}
+	// Pools in MetalLB's order of choice: the lowest serviceAllocation
+	// priority first, pools without one last, then by name (the CCM takes
+	// the first pool in file order that a Service may use).
+	slices.SortStableFunc(c.pools, func(a, b *pool) int {
+		pa, pb := a.priority, b.priority
+		if (pa == 0) != (pb == 0) {
+			if pa == 0 {
+				return 1
+			}
+			return -1
+		}
+		if pa != pb {
+			return pa - pb
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	for _, r := range bgpAds {
+		c.bgpAdvertisement(r)
+	}
+	for _, r := range l2Ads {
+		c.l2Advertisement(r)
+	}
+	for _, r := range peers {
+		c.peer(r)
+	}
+	if len(peers) == 0 {
+		for _, r := range bgpAds {
+			c.refuse(r, "", "announces pools over BGP, and the dump has no BGPPeer: dump the peers too (kubectl get bgppeers)")
+		}
+	}
+	for _, p := range c.pools {
+		switch {
+		case p.bgpBy != "" && p.l2By != "":
+			c.res.Refused = append(c.res.Refused, Finding{Object: p.ref, Message: fmt.Sprintf(
+				"announced both over BGP (%s) and on layer 2 (%s); a pool here is announced one way (pools[].announce): split its addresses into two pools", p.bgpBy, p.l2By)})
+		case p.bgpBy != "":
+			p.out.Announce = "bgp"
+			if p.bgp != nil {
+				p.out.BGP = p.bgp
+			}
+		case p.l2By != "":
+			p.out.Announce = "l2"
+		default:
+			p.out.Announce = "none"
+			c.res.Notes = append(c.res.Notes, Finding{Object: p.ref, Message: "no advertisement announces it: converted with announce: none (addresses are assigned, not announced), as MetalLB did"})
+		}
+	}
+}
+
+func (c *converter) pool(r resource) {
+	var s ipAddressPoolSpec
+	if !c.spec(r, &s) {
+		return
+	}
+	p := &pool{name: r.Metadata.Name, ref: r.ref, labels: r.Metadata.Labels}
+	if slices.ContainsFunc(c.pools, func(o *pool) bool { return o.name == p.name }) {
+		c.refuse(r, "metadata.name", "a second IPAddressPool %q (of another namespace?): pool names are one space here", p.name)
+		return
+	}
+	if msgs := validation.IsDNS1123Label(p.name); len(msgs) > 0 {
+		c.refuse(r, "metadata.name", "%q is not a pool name here (a DNS-1123 label: %s); rename the pool in MetalLB, and the address-pool annotations naming it, before converting", p.name, strings.Join(msgs, "; "))
+	}
+	p.out = poolOut{Name: p.name, AutoAssign: s.AutoAssign, AvoidBuggyIPs: s.AvoidBuggyIPs}
+	for i, a := range s.Addresses {
+		if _, err := config.ParseAddressRange(a); err != nil {
+			c.refuse(r, fmt.Sprintf("spec.addresses[%d]", i), "%v", err)
+		}
+		p.out.Addresses = append(p.out.Addresses, a)
+	}
+	if sa := s.ServiceAllocation; sa != nil {
+		p.priority = sa.Priority
+		p.out.Namespaces = sa.Namespaces
+		if len(sa.NamespaceSelectors) > 0 {
+			c.refuse(r, "spec.serviceAllocation.namespaceSelectors", "not supported: pools[].namespaces lists namespaces by name")
+		}
+		switch len(sa.ServiceSelectors) {
+		case 0:
+		case 1:
+			p.out.ServiceSelector = selectorOut(sa.ServiceSelectors[0])
+		default:
+			c.refuse(r, "spec.serviceAllocation.serviceSelectors", "%d selectors (any of which matches); pools[].serviceSelector is one", len(sa.ServiceSelectors))
+		}
+	}
+	c.pools = append(c.pools, p)
+}
+
+// advertised are the pools an advertisement selects: by name, by label, or
+// every pool when it names none.
+func (c *converter) advertised(r resource, names []string, selectors []metav1.LabelSelector) []*pool {
+	if len(names) == 0 && len(selectors) == 0 {
+		return c.pools
+	}
+	var out []*pool
+	for _, n := range names {
+		i := slices.IndexFunc(c.pools, func(p *pool) bool { return p.name == n })
+		if i < 0 {
+			c.refuse(r, "spec.ipAddressPools", "no IPAddressPool %q in the dump", n)
+			continue
+		}
+		out = append(out, c.pools[i])
+	}
+	for i, s := range selectors {
+		sel, err := metav1.LabelSelectorAsSelector(&s)
+		if err != nil {
+			c.refuse(r, fmt.Sprintf("spec.ipAddressPoolSelectors[%d]", i), "%v", err)
+			continue
+		}
+		for _, p := range c.pools {
+			if sel.Matches(labels.Set(p.labels)) && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (c *converter) bgpAdvertisement(r resource) {
+	var s bgpAdvertisementSpec
+	if !c.spec(r, &s) {
+		return
+	}
+	if s.AggregationLength != nil && *s.AggregationLength != 32 {
+		c.refuse(r, "spec.aggregationLength", "%d: VIPs are announced as /32 only", *s.AggregationLength)
+	}
+	if s.AggregationLengthV6 != nil && *s.AggregationLengthV6 != 128 {
+		c.refuse(r, "spec.aggregationLengthV6", "%d: VIPs are announced as /128 only", *s.AggregationLengthV6)
+	}
+	if s.AsPathPrepend != 0 {
+		c.refuse(r, "spec.asPathPrepend", "not supported: set LOCAL_PREF (pools[].bgp.localPreference) or a community the router acts on")
+	}
+	if len(s.NodeSelectors) > 0 {
+		c.refuse(r, "spec.nodeSelectors", "not supported on an advertisement: a router is offered the nodes of its peers[].nodeSelector, by inventory labels (docs/network/topologies.md)")
+	}
+	if len(s.ServiceSelectors) > 0 {
+		c.refuse(r, "spec.serviceSelectors", "not supported: every VIP of a pool is announced alike; split the Services into pools")
+	}
+	if len(s.Peers) > 0 {
+		for _, n := range c.peerNames {
+			if !slices.Contains(s.Peers, n) {
+				c.refuse(r, "spec.peers", "names some peers (not %q): here every peer is sent every pool's VIPs", n)
+				break
+			}
+		}
+	}
+	attrs := &poolBGPOut{}
+	if s.LocalPref != 0 {
+		lp := s.LocalPref
+		attrs.LocalPreference = &lp
+	}
+	for i, v := range s.Communities {
+		if alias, ok := c.communities[v]; ok {
+			v = alias
+		}
+		switch {
+		case strings.HasPrefix(v, "large:"):
+			attrs.LargeCommunities = append(attrs.LargeCommunities, strings.TrimPrefix(v, "large:"))
+		case strings.Count(v, ":") == 1:
+			attrs.Communities = append(attrs.Communities, v)
+		default:
+			c.refuse(r, fmt.Sprintf("spec.communities[%d]", i), "%q is neither a community (AA:NN), a large one (large:AA:NN:MM) nor a Community alias in the dump", s.Communities[i])
+		}
+	}
+	for _, p := range c.advertised(r, s.IPAddressPools, s.IPAddressPoolSelectors) {
+		if p.bgpBy != "" && !attrs.equal(p.bgp) {
+			c.refuse(r, "spec", "gives pool %q other attributes than %s does; a pool's VIPs are announced with one set", p.name, p.bgpBy)
+			continue
+		}
+		if p.bgpBy == "" {
+			p.bgpBy = r.ref
+			if !attrs.empty() {
+				p.bgp = attrs
+			}
+		}
+	}
+}
+
+func (c *converter) l2Advertisement(r resource) {
+	var s l2AdvertisementSpec
+	if !c.spec(r, &s) {
+		return
+	}
+	if len(s.NodeSelectors) > 0 {
+		c.refuse(r, "spec.nodeSelectors", "not supported: a layer 2 VIP is answered for by the replicas, and sent to any healthy eligible node")
+	}
+	if len(s.ServiceSelectors) > 0 {
+		c.refuse(r, "spec.serviceSelectors", "not supported: every VIP of a pool is announced alike; split the Services into pools")
+	}
+	if len(s.PreferredNodeSelectors) > 0 {
+		c.refuse(r, "spec.preferredNodeSelectors", "not supported: the node a layer 2 VIP is sent to is chosen by rendezvous hashing among healthy eligible nodes")
+	}
+	iface := c.opts.L2Interface
+	switch len(s.Interfaces) {
+	case 0:
+		if iface == "" {
+			c.refuse(r, "spec.interfaces", "names no interface: give the replicas' interface on the pools' segment with --l2-interface")
+		}
+	case 1:
+		iface = s.Interfaces[0]
+		c.note(r, "spec.interfaces", "%q is now the interface of the control-plane hosts (where the replicas answer ARP and NDP), not of the nodes", iface)
+	default:
+		c.refuse(r, "spec.interfaces", "%d interfaces; a layer 2 pool is answered on one (pools[].l2.interface)", len(s.Interfaces))
+	}
+	for _, p := range c.advertised(r, s.IPAddressPools, s.IPAddressPoolSelectors) {
+		if p.l2By != "" && p.out.L2 != nil && p.out.L2.Interface != iface {
+			c.refuse(r, "spec.interfaces", "gives pool %q another interface than %s does", p.name, p.l2By)
+			continue
+		}
+		if p.l2By == "" {
+			p.l2By = r.ref
+			p.out.L2 = &poolL2Out{Interface: iface}
+		}
+	}
+}
+
+func (c *converter) peer(r resource) {
+	var s bgpPeerSpec
+	if !c.spec(r, &s) {
+		return
+	}
+	if c.asn == 0 {
+		c.asn, c.asnFrom = s.MyASN, r.ref
+	} else if s.MyASN != c.asn {
+		c.refuse(r, "spec.myASN", "%d, where %s has %d: the replicas speak one AS (bgp.localASN)", s.MyASN, c.asnFrom, c.asn)
+	}
+	if s.LocalASN != 0 && s.LocalASN != s.MyASN {
+		c.refuse(r, "spec.localASN", "%d: one local AS for every peer (bgp.localASN)", s.LocalASN)
+	}
+	out := peerOut{ASN: s.PeerASN, Password: s.Password}
+	if s.DynamicASN != "" {
+		c.refuse(r, "spec.dynamicASN", "%q: give the peer's AS number (peerASN)", s.DynamicASN)
+	}
+	if s.Interface != "" {
+		c.refuse(r, "spec.interface", "unnumbered peering (%q) is not supported: give the router's address", s.Interface)
+	}
+	if a, err := netip.ParseAddr(s.PeerAddress); err == nil {
+		out.Address = a.String()
+		if s.DualStackAddressFamily {
+			out.AddressFamilies = []string{config.FamilyIPv4, config.FamilyIPv6}
+		} else if a.Unmap().Is4() {
+			out.AddressFamilies = []string{config.FamilyIPv4}
+		} else {
+			out.AddressFamilies = []string{config.FamilyIPv6}
+		}
+	} else if s.Interface == "" {
+		c.refuse(r, "spec.peerAddress", "%q is not an IP address", s.PeerAddress)
+	}
+	if s.PeerPort != 0 && s.PeerPort != 179 {
+		out.Port = s.PeerPort
+	}
+	if s.SourceAddress != "" {
+		c.refuse(r, "spec.sourceAddress", "%q is one node's address; the replicas dial from their own hosts (peers[].sourceAddress only where one address exists on every such host)", s.SourceAddress)
+	}
+	out.HoldTime, out.KeepaliveTime, out.ConnectRetryTime = duration(s.HoldTime), duration(s.KeepaliveTime), duration(s.ConnectTime)
+	if s.RouterID != "" {
+		c.note(r, "spec.routerID", "%q left out: each replica has its own router ID (its address), as the router expects of different neighbours", s.RouterID)
+	}
+	if len(s.NodeSelectors) > 0 {
+		c.refuse(r, "spec.nodeSelectors", "per-node peering is not how this CCM peers: every replica peers with every router. To offer a router (a ToR) only its rack's nodes, give peers[].nodeSelector on inventory labels (docs/network/topologies.md)")
+	}
+	if s.PasswordSecret != nil && s.PasswordSecret.Name != "" {
+		ns := s.PasswordSecret.Namespace
+		if ns == "" {
+			ns = r.Metadata.Namespace
+		}
+		c.refuse(r, "spec.passwordSecret", "Secret %s/%s: copy it to the CCM's namespace, mount it into its Pod and name the file in peers[].passwordFile", ns, s.PasswordSecret.Name)
+	}
+	if s.BFDProfile != "" {
+		b, ok := c.bfd[s.BFDProfile]
+		if !ok {
+			c.refuse(r, "spec.bfdProfile", "no BFDProfile %q in the dump", s.BFDProfile)
+		} else {
+			out.BFD = c.bfdOut(r, s.BFDProfile, b)
+		}
+	}
+	if s.EBGPMultiHop {
+		out.EBGPMultihop = 255
+		if out.BFD != nil {
+			c.refuse(r, "spec.ebgpMultiHop", "with a bfdProfile: BFD here is single hop")
+		}
+	}
+	if !s.EnableGracefulRestart {
+		c.note(r, "spec.enableGracefulRestart", "graceful restart (RFC 4724) is on here: the router keeps the VIPs while a replica restarts; its recipe enables it (docs/network/routers.md)")
+	}
+	if s.VRF != "" {
+		c.refuse(r, "spec.vrf", "%q: sessions in a VRF are not supported", s.VRF)
+	}
+	if s.DisableMP {
+		c.note(r, "spec.disableMP", "one session per peer address carries the families of addressFamilies")
+	}
+	c.peers = append(c.peers, out)
+}
+
+func (c *converter) bfdOut(r resource, name string, b bfdProfileSpec) *bfdOut {
+	field := "BFDProfile " + name
+	if b.EchoMode != nil && *b.EchoMode {
+		c.refuse(r, "spec.bfdProfile", "%s: echoMode is not supported", field)
+	}
+	if b.PassiveMode != nil && *b.PassiveMode {
+		c.refuse(r, "spec.bfdProfile", "%s: passiveMode is not supported (the replicas send)", field)
+	}
+	if b.MinimumTTL != nil && *b.MinimumTTL != 254 {
+		c.refuse(r, "spec.bfdProfile", "%s: minimumTtl %d: BFD here is single hop (TTL 255)", field, *b.MinimumTTL)
+	}
+	ms := func(v *uint32) string {
+		if v == nil {
+			return ""
+		}
+		return (time.Duration(*v) * time.Millisecond).String()
+	}
+	out := &bfdOut{TransmitInterval: ms(b.TransmitInterval), ReceiveInterval: ms(b.ReceiveInterval)}
+	if b.DetectMultiplier != nil {
+		out.DetectMultiplier = int(*b.DetectMultiplier)
+	}
+	return out
+}
+
+func duration(d *metav1.Duration) string {
+	if d == nil {
+		return ""
+	}
+	return d.Duration.String()
+}
+
+func selectorOut(s metav1.LabelSelector) *selectorYAML {
+	out := &selectorYAML{MatchLabels: s.MatchLabels}
+	for _, e := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, requirementYAML{Key: e.Key, Operator: string(e.Operator), Values: e.Values})
+	}
+	return out
+}
+
+func (c *converter) render() ([]byte, error) {
+	doc := configOut{}
+	for _, p := range c.pools {
+		doc.LoadBalancer.Pools = append(doc.LoadBalancer.Pools, p.out)
+	}
+	if len(c.peers) > 0 {
+		doc.BGP = &bgpOut{LocalASN: c.asn, Peers: c.peers}
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# The loadBalancer and bgp sections converted from MetalLB's resources\n" +
+		"# (baremetal-cloud-controller-manager convert-metallb); add the inventory.\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
+}

@@ -1,0 +1,87 @@
+package metallb
+
+import "slices"
+
+// The cloud config as the converter writes it: pkg/config's shape, with
+// only what was set.
+
+type configOut struct {
+	LoadBalancer struct {
+		Pools []poolOut `yaml:"pools,omitempty"`
+	} `yaml:"loadBalancer"`
+	BGP *bgpOut `yaml:"bgp,omitempty"`
+}
+
+type poolOut struct {
+	Name            string        `yaml:"name"`
+	Addresses       []string      `yaml:"addresses,flow"`
+	AutoAssign      *bool         `yaml:"autoAssign,omitempty"`
+	AvoidBuggyIPs   bool          `yaml:"avoidBuggyIPs,omitempty"`
+	Namespaces      []string      `yaml:"namespaces,omitempty,flow"`
+	ServiceSelector *selectorYAML `yaml:"serviceSelector,omitempty"`
+	Announce        string        `yaml:"announce"`
+	BGP             *poolBGPOut   `yaml:"bgp,omitempty"`
+	L2              *poolL2Out    `yaml:"l2,omitempty"`
+}
+
+type poolBGPOut struct {
+	Communities      []string `yaml:"communities,omitempty,flow"`
+	LargeCommunities []string `yaml:"largeCommunities,omitempty,flow"`
+	LocalPreference  *uint32  `yaml:"localPreference,omitempty"`
+}
+
+func (a *poolBGPOut) empty() bool {
+	return len(a.Communities) == 0 && len(a.LargeCommunities) == 0 && a.LocalPreference == nil
+}
+
+func (a *poolBGPOut) equal(b *poolBGPOut) bool {
+	if b == nil {
+		return a.empty()
+	}
+	lp := func(p *uint32) int64 {
+		if p == nil {
+			return -1
+		}
+		return int64(*p)
+	}
+	return slices.Equal(a.Communities, b.Communities) && slices.Equal(a.LargeCommunities, b.LargeCommunities) && lp(a.LocalPreference) == lp(b.LocalPreference)
+}
+
+type poolL2Out struct {
+	Interface string `yaml:"interface"`
+}
+
+type selectorYAML struct {
+	MatchLabels      map[string]string `yaml:"matchLabels,omitempty"`
+	MatchExpressions []requirementYAML `yaml:"matchExpressions,omitempty"`
+}
+
+type requirementYAML struct {
+	Key      string   `yaml:"key"`
+	Operator string   `yaml:"operator"`
+	Values   []string `yaml:"values,omitempty,flow"`
+}
+
+type bgpOut struct {
+	LocalASN uint32    `yaml:"localASN"`
+	Peers    []peerOut `yaml:"peers"`
+}
+
+type peerOut struct {
+	Address          string   `yaml:"address"`
+	ASN              uint32   `yaml:"asn"`
+	Port             uint16   `yaml:"port,omitempty"`
+	Password         string   `yaml:"password,omitempty"`
+	HoldTime         string   `yaml:"holdTime,omitempty"`
+	KeepaliveTime    string   `yaml:"keepaliveTime,omitempty"`
+	ConnectRetryTime string   `yaml:"connectRetryTime,omitempty"`
+	EBGPMultihop     uint8    `yaml:"ebgpMultihop,omitempty"`
+	AddressFamilies  []string `yaml:"addressFamilies,omitempty,flow"`
+	BFD              *bfdOut  `yaml:"bfd,omitempty"`
+}
+
+type bfdOut struct {
+	TransmitInterval string `yaml:"transmitInterval,omitempty"`
+	ReceiveInterval  string `yaml:"receiveInterval,omitempty"`
+	DetectMultiplier int    `yaml:"detectMultiplier,omitempty"`
+}
