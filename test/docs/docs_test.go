@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/metallb"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/provider"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -351,4 +352,41 @@ func anchors(t *testing.T, file string) []string {
 		out = append(out, b.String())
 	}
 	return out
+}
+
+// TestEveryMetalLBExampleConverts: a YAML block of MetalLB's resources in
+// the docs is followed by the cloud config convert-metallb makes of it.
+func TestEveryMetalLBExampleConverts(t *testing.T) {
+	blocks, err := framework.MarkdownBlocks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for i, b := range blocks {
+		if b.Lang != "yaml" || !strings.Contains(b.Text, "apiVersion: metallb.io/") {
+			continue
+		}
+		checked++
+		res, err := metallb.Convert([]byte(b.Text), metallb.Options{})
+		if err != nil || len(res.Refused) > 0 {
+			t.Errorf("%s:%d: MetalLB's resources do not convert: %v %v", b.File, b.Line, err, res)
+			continue
+		}
+		if i+1 >= len(blocks) || blocks[i+1].File != b.File || blocks[i+1].Lang != "yaml" {
+			t.Errorf("%s:%d: MetalLB's resources are not followed by what they convert to", b.File, b.Line)
+			continue
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(string(res.Config)), "\n") {
+			if !strings.HasPrefix(l, "#") {
+				got = append(got, l)
+			}
+		}
+		if want := strings.TrimSpace(blocks[i+1].Text); strings.Join(got, "\n") != want {
+			t.Errorf("%s:%d: convert-metallb writes\n%s\nnot what the docs show:\n%s", b.File, blocks[i+1].Line, strings.Join(got, "\n"), want)
+		}
+	}
+	if checked == 0 {
+		t.Error("no MetalLB example in the docs; the extraction is broken")
+	}
 }
