@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/annotations"
 )
 
 // MetalLB's Service annotations, in both its forms, mean what ours mean; a
@@ -17,19 +19,19 @@ func TestMetalLBAnnotationsAreAliases(t *testing.T) {
 		requested   string
 		err         string
 	}{
-		{name: "ours", annotations: map[string]string{AnnotationAddressPool: "p", AnnotationSharingKey: "k", AnnotationLoadBalancerIPs: "10.1.0.3"},
+		{name: "ours", annotations: map[string]string{annotations.AddressPool: "p", annotations.SharingKey: "k", annotations.LoadBalancerIPs: "10.1.0.3"},
 			pool: "p", key: "k", requested: "10.1.0.3"},
 		{name: "metallb.io", annotations: map[string]string{"metallb.io/address-pool": "p", "metallb.io/allow-shared-ip": "k", "metallb.io/loadBalancerIPs": "10.1.0.3,2001:db8::3"},
 			pool: "p", key: "k", requested: "10.1.0.3 2001:db8::3"},
 		{name: "metallb.universe.tf", annotations: map[string]string{"metallb.universe.tf/address-pool": "p", "metallb.universe.tf/allow-shared-ip": "k", "metallb.universe.tf/loadBalancerIPs": "10.1.0.3"},
 			pool: "p", key: "k", requested: "10.1.0.3"},
-		{name: "ours and an alias that agree", annotations: map[string]string{AnnotationAddressPool: "p", "metallb.universe.tf/address-pool": "p"}, pool: "p", requested: "10.1.0.9"},
+		{name: "ours and an alias that agree", annotations: map[string]string{annotations.AddressPool: "p", "metallb.universe.tf/address-pool": "p"}, pool: "p", requested: "10.1.0.9"},
 		{name: "the annotation over spec.loadBalancerIP", annotations: map[string]string{"metallb.io/loadBalancerIPs": "10.1.0.3"}, requested: "10.1.0.3"},
-		{name: "pools that disagree", annotations: map[string]string{AnnotationAddressPool: "p", "metallb.io/address-pool": "q"},
+		{name: "pools that disagree", annotations: map[string]string{annotations.AddressPool: "p", "metallb.io/address-pool": "q"},
 			err: `Service ns/s: annotations baremetal.cloudprovider.io/address-pool ("p") and metallb.io/address-pool ("q") disagree`},
 		{name: "keys that disagree", annotations: map[string]string{"metallb.io/allow-shared-ip": "k", "metallb.universe.tf/allow-shared-ip": "j"},
 			err: `annotations metallb.io/allow-shared-ip ("k") and metallb.universe.tf/allow-shared-ip ("j") disagree`},
-		{name: "addresses that disagree", annotations: map[string]string{AnnotationLoadBalancerIPs: "10.1.0.3", "metallb.universe.tf/loadBalancerIPs": "10.1.0.4"},
+		{name: "addresses that disagree", annotations: map[string]string{annotations.LoadBalancerIPs: "10.1.0.3", "metallb.universe.tf/loadBalancerIPs": "10.1.0.4"},
 			err: `annotations baremetal.cloudprovider.io/load-balancer-ips ("10.1.0.3") and metallb.universe.tf/loadBalancerIPs ("10.1.0.4") disagree`},
 		{name: "a bad alias is named", annotations: map[string]string{"metallb.io/loadBalancerIPs": "ten"},
 			err: `annotation metallb.io/loadBalancerIPs: "ten" is not an IP address`},
@@ -71,7 +73,7 @@ func TestDisagreeingAnnotationsMoveNothing(t *testing.T) {
 	if len(got) != 1 || !netip.MustParsePrefix("10.2.0.0/28").Contains(netip.MustParseAddr(got[0])) {
 		t.Fatalf("the Service of metallb.io/address-pool other got %v, want an address of pool other", got)
 	}
-	svc.Annotations[AnnotationAddressPool] = "private"
+	svc.Annotations[annotations.AddressPool] = "private"
 	_, err := c.EnsureLoadBalancer(context.Background(), "", svc, nil)
 	if err == nil || !strings.Contains(err.Error(), "baremetal.cloudprovider.io/address-pool") || !strings.Contains(err.Error(), "metallb.io/address-pool") {
 		t.Fatalf("disagreeing annotations: %v, want an error naming both", err)

@@ -11,6 +11,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/annotations"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/ipam"
 )
 
@@ -143,8 +144,8 @@ func allocationRequest(svc *v1.Service) (ipam.Request, error) {
 		ours  string
 		parse func(name, value string) (string, error)
 		into  *string
-	}{{AnnotationAddressPool, parsePoolName, &req.Pool}, {AnnotationSharingKey, parseSharingKey, &req.SharingKey}} {
-		name, v, ok, err := annotation(svc, a.ours)
+	}{{annotations.AddressPool, annotations.ParsePoolName, &req.Pool}, {annotations.SharingKey, annotations.ParseSharingKey, &req.SharingKey}} {
+		name, v, ok, err := annotations.Lookup(svc.Annotations, a.ours)
 		if err == nil && ok {
 			*a.into, err = a.parse(name, v)
 		}

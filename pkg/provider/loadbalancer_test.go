@@ -16,6 +16,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/annotations"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
@@ -115,7 +116,7 @@ func TestRemovedPoolKeepsTheVIPsAttributes(t *testing.T) {
 func TestVIPWithoutNextHopsOfItsFamilyIsReported(t *testing.T) {
 	c, events := lbCloud(t, `  - {name: v6, addresses: ["2001:db8::/124"], autoAssign: false}`)
 	svc := svcNamed("ns", "six")
-	svc.Annotations = map[string]string{AnnotationAddressPool: "v6"}
+	svc.Annotations = map[string]string{annotations.AddressPool: "v6"}
 	svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
 	vip := ensure(t, c, svc)[0]
 	pathTo(c, vip)
@@ -159,9 +160,9 @@ func TestVIPWithoutNextHopsOfItsFamilyIsReported(t *testing.T) {
 func TestLocalAndClusterServicesDoNotShare(t *testing.T) {
 	c, _ := lbCloud(t, "")
 	web := svcNamed("ns", "web")
-	web.Annotations = map[string]string{AnnotationSharingKey: "k"}
+	web.Annotations = map[string]string{annotations.SharingKey: "k"}
 	local := svcNamed("ns", "dns")
-	local.Annotations = map[string]string{AnnotationSharingKey: "k"}
+	local.Annotations = map[string]string{annotations.SharingKey: "k"}
 	local.Spec.Ports[0].Port = 53
 	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 	local.Spec.Selector = map[string]string{"app": "dns"}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/annotations"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,7 +169,7 @@ func TestRebuildKeepsARefusedShare(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	shared := func(name string, created time.Time, port int32) *v1.Service {
 		svc := lbWithStatus(name, created, "10.1.0.7")
-		svc.Annotations = map[string]string{AnnotationSharingKey: "web"}
+		svc.Annotations = map[string]string{annotations.SharingKey: "web"}
 		svc.Spec.Ports = []v1.ServicePort{{Port: port, Protocol: v1.ProtocolTCP}}
 		statusBy(svc, fieldManager)
 		at := metav1.NewTime(created.Add(time.Second))

@@ -1,4 +1,4 @@
-package provider
+package annotations
 
 import (
 	"strings"
@@ -17,14 +17,14 @@ func FuzzAnnotations(f *testing.F) {
 				t.Fatalf("the error for %q does not name %s: %v", v, annotation, err)
 			}
 		}
-		ips, err := ParseLoadBalancerIPs(v)
-		check(AnnotationLoadBalancerIPs, err)
+		ips, err := ParseLoadBalancerIPs(LoadBalancerIPs, v)
+		check(LoadBalancerIPs, err)
 		if err == nil && (len(ips) == 0 || len(ips) > 2) {
 			t.Fatalf("%q gave %v: one address per family at most", v, ips)
 		}
-		_, err = ParsePoolName(v)
-		check(AnnotationAddressPool, err)
-		_, err = ParseSharingKey(v)
-		check(AnnotationSharingKey, err)
+		_, err = ParsePoolName(AddressPool, v)
+		check(AddressPool, err)
+		_, err = ParseSharingKey(SharingKey, v)
+		check(SharingKey, err)
 	})
 }
