@@ -92,6 +92,8 @@ func (b *bench) record(scenario, name, unit string, v float64) {
 		b.rep.Figures = append(b.rep.Figures, f)
 	}
 	f.Values = append(f.Values, v)
+	// As it is measured: a long run's figures are seen before its end.
+	fmt.Fprintf(os.Stderr, "figure: %s / %s: %.3f %s\n", scenario, name, v, unit)
 	s := slices.Sorted(slices.Values(f.Values))
 	f.Min, f.Max, f.Median = s[0], s[len(s)-1], s[len(s)/2]
 }
