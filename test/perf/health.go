@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,13 +52,18 @@ type nodeNetwork struct {
 	ns      *framework.Netns
 	hostEnd string
 	srv     *http.Server
+
+	mu sync.Mutex
+	// frozen are the addresses whose probes get no answer, each with when
+	// the first of them came (zero until one did).
+	frozen map[string]time.Time
 }
 
 // serveHealthNodes puts n node addresses, addr(0) … addr(n-1) of a /16
 // whose host end is hostAddr, in a network namespace of its own, answering
 // on port. It needs root.
 func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) string) (_ *nodeNetwork, err error) {
-	h := &nodeNetwork{hostEnd: name + "0"}
+	h := &nodeNetwork{hostEnd: name + "0", frozen: map[string]time.Time{}}
 	if h.ns, err = linkedNetns(name, h.hostEnd, hostAddr+"/16"); err != nil {
 		return nil, err
 	}
@@ -82,7 +88,7 @@ func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) st
 	if err != nil {
 		return nil, err
 	}
-	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	h.srv = &http.Server{Handler: http.HandlerFunc(h.answer)}
 	go h.srv.Serve(l)
 	return h, nil
 }
@@ -112,11 +118,40 @@ func linkedNetns(name, hostEnd, hostCIDR string) (_ *framework.Netns, err error)
 	return ns, nil
 }
 
-// kill makes a node silent, as a frozen or powered-off node is: its
-// address leaves the namespace, so probes to it get no answer at all.
-func (h *nodeNetwork) kill(addr string) error {
-	_, err := h.ns.IP("addr", "del", addr+"/16", "dev", "eth0")
-	return err
+// freeze makes a node silent, as a frozen node is: its probes are taken
+// in and never answered, and the first one's arrival is kept.
+func (h *nodeNetwork) freeze(addr string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.frozen[addr] = time.Time{}
+	return nil
+}
+
+// firstUnanswered is when the first probe of a frozen node came.
+func (h *nodeNetwork) firstUnanswered(addr string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at := h.frozen[addr]
+	return at, !at.IsZero()
+}
+
+// answer is kube-proxy's /healthz: 200, or nothing at all from a frozen
+// node until the prober gives up.
+func (h *nodeNetwork) answer(w http.ResponseWriter, r *http.Request) {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	host := ""
+	if local != nil {
+		host, _, _ = net.SplitHostPort(local.String())
+	}
+	h.mu.Lock()
+	first, frozen := h.frozen[host]
+	if frozen && first.IsZero() {
+		h.frozen[host] = time.Now()
+	}
+	h.mu.Unlock()
+	if frozen {
+		<-r.Context().Done()
+	}
 }
 
 func (h *nodeNetwork) stop() {

@@ -223,19 +223,19 @@ func (r *router) memory() (map[string]float64, error) {
 // routerHas times the router's kernel reaching c (every VIP via its next
 // hops) after start: the last route change the monitor saw before a check
 // of the table found it so. A site's traffic follows this table.
-func (b *bench) routerHas(start time.Time, c carriers, scenario, name string) error {
+func (b *bench) routerHas(start time.Time, c carriers, scenario, name string) (time.Time, error) {
 	if b.router == nil {
-		return nil
+		return time.Time{}, nil
 	}
 	if err := waitFor(10*time.Minute, func() bool { return b.router.has(*services, c) }); err != nil {
-		return fmt.Errorf("%s: the router's kernel table: %w", scenario, err)
+		return time.Time{}, fmt.Errorf("%s: the router's kernel table: %w", scenario, err)
 	}
 	at, err := b.router.lastChange()
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	b.record(scenario, name, "s", at.Sub(start).Seconds())
-	return nil
+	return at, nil
 }
 
 // routerSize records what the router holds with every VIP in place.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -196,7 +197,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return fmt.Errorf("burst: the peer lacks VIPs: %w", err)
 	}
 	b.record("burst", fmt.Sprintf("peer has every VIP via its %d nodes (of %d)", all.n, *nodes), "s", took.Seconds())
-	if err := b.routerHas(start, all, "burst", fmt.Sprintf("router (FRR) routes every VIP via its %d nodes", all.n)); err != nil {
+	if _, err := b.routerHas(start, all, "burst", fmt.Sprintf("router (FRR) routes every VIP via its %d nodes", all.n)); err != nil {
 		return err
 	}
 	if err := b.routerSize(); err != nil {
@@ -252,25 +253,34 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return fmt.Errorf("churn: the new node is not a next hop of the VIPs it carries: %w", err)
 	}
 	b.record("churn", fmt.Sprintf("new node (registered, initialised, Ready) a next hop of the %d VIPs (of %d) it carries", gains, *services), "s", took.Seconds())
-	if err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("added=%d ", gains), "the CCM had handed them to GoBGP"); err != nil {
+	if _, err := b.recordSent(ccm, logFrom, start, fmt.Sprintf("added=%d ", gains), "the CCM had handed them to GoBGP"); err != nil {
 		return err
 	}
-	if err := b.routerHas(start, joined, "churn", "… the router (FRR) routed them via it"); err != nil {
+	if _, err := b.routerHas(start, joined, "churn", "… the router (FRR) routed them via it"); err != nil {
 		return err
 	}
 	after, _ := b.receivedUpdates()
 	b.record("churn", "BGP UPDATEs for the new node", "messages", float64(after-updates))
 	left := readyNodes(*nodes+1, 0)
-	if err := b.nodeLeaves(ccm, vips, joined, left, "NotReady", func() error { return setStatus(fast, "bn-0", false, nodeIP(0)) }); err != nil {
+	if _, err := b.nodeLeaves(ccm, vips, joined, left, "NotReady", func() error { return setStatus(fast, "bn-0", false, nodeIP(0)) }); err != nil {
 		return err
 	}
-	// A node goes silent (frozen, powered off): its health checks get no
-	// answer. The first probe to fail does so one timeout (1 s) after it
-	// was sent, and one is sent within an interval (500 ms) of the death:
-	// the first failure comes 1–1.5 s after it, and the figure less 1 s
-	// bounds the time from the first failed probe.
-	if err := b.nodeLeaves(ccm, vips, left, readyNodes(*nodes+1, 0, 1), "silent (no health-check answer)", func() error { return hn.kill(nodeIP(1)) }); err != nil {
+	// A node goes silent (frozen): its health checks get no answer. The
+	// first probe to fail is the first to reach it after its death, and
+	// fails one timeout (the default 1 s) after it was sent: the figures
+	// from then are the ones the docs state.
+	out, err := b.nodeLeaves(ccm, vips, left, readyNodes(*nodes+1, 0, 1), "silent (no health-check answer)", func() error { return hn.freeze(nodeIP(1)) })
+	if err != nil {
 		return err
+	}
+	firstFailed, ok := hn.firstUnanswered(nodeIP(1))
+	if !ok {
+		return errors.New("churn: the silent node was never probed after its death")
+	}
+	firstFailed = firstFailed.Add(time.Second)
+	b.record("churn", "silent node: from its first failed probe until the CCM had handed its withdrawals to GoBGP", "s", out.handed.Sub(firstFailed).Seconds())
+	if !out.router.IsZero() {
+		b.record("churn", "silent node: from its first failed probe until the router (FRR) routed its VIPs via others", "s", out.router.Sub(firstFailed).Seconds())
 	}
 
 	// 6. Steady state, then pods of other Services churning.
@@ -324,16 +334,16 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 // nodeLeaves times a node leaving the VIPs it carried, from what leave
 // does until the peer has each VIP via the carriers after (before were the
 // carriers until then); the CCM's own part is recorded too.
-func (b *bench) nodeLeaves(ccm *framework.Process, vips []netip.Addr, before, after carriers, what string, leave func() error) error {
+func (b *bench) nodeLeaves(ccm *framework.Process, vips []netip.Addr, before, after carriers, what string, leave func() error) (left leaving, err error) {
 	losses := changed(vips, before, after)
 	logFrom := ccm.LogSize()
 	start := time.Now()
 	if err := leave(); err != nil {
-		return err
+		return left, err
 	}
 	took, err := b.waitPaths(start, *services, after)
 	if err != nil {
-		return fmt.Errorf("churn: the %s node is still a next hop: %w", what, err)
+		return left, fmt.Errorf("churn: the %s node is still a next hop: %w", what, err)
 	}
 	b.record("churn", fmt.Sprintf("%s node gone from the %d VIPs (of %d) it carried", what, losses, *services), "s", took.Seconds())
 	// Where other nodes are left to take its places, each of its paths is
@@ -342,17 +352,22 @@ func (b *bench) nodeLeaves(ccm *framework.Process, vips []netip.Addr, before, af
 	if after.n == before.n {
 		sent = fmt.Sprintf("replaced=%d ", losses)
 	}
-	if err := b.recordSent(ccm, logFrom, start, sent, "the CCM had handed the "+what+" node's withdrawals to GoBGP"); err != nil {
-		return err
+	if left.handed, err = b.recordSent(ccm, logFrom, start, sent, "the CCM had handed the "+what+" node's withdrawals to GoBGP"); err != nil {
+		return left, err
 	}
-	return b.routerHas(start, after, "churn", "… the router (FRR) routed the "+what+" node's VIPs via others")
+	left.router, err = b.routerHas(start, after, "churn", "… the router (FRR) routed the "+what+" node's VIPs via others")
+	return left, err
 }
+
+// leaving is when a leaving node's paths were handed to GoBGP, and when the
+// router had routed its VIPs via others (zero without a router).
+type leaving struct{ handed, router time.Time }
 
 // recordSent records when, after start, the CCM logged the convergence
 // whose log line has want: the part of a churn figure that is the CCM's
 // own (informer, convergence, GoBGP taking the paths), the rest being
 // GoBGP's sending and the peer taking them in.
-func (b *bench) recordSent(ccm *framework.Process, logFrom int, start time.Time, want, name string) error {
+func (b *bench) recordSent(ccm *framework.Process, logFrom int, start time.Time, want, name string) (time.Time, error) {
 	for _, line := range strings.Split(ccm.Logs()[logFrom:], "\n") {
 		if !strings.Contains(line, `"BGP paths converged"`) || !strings.Contains(line+" ", want) || len(line) < 21 {
 			continue
@@ -360,13 +375,13 @@ func (b *bench) recordSent(ccm *framework.Process, logFrom int, start time.Time,
 		// klog's header: I1202 22:30:01.123456, in local time.
 		at, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
 		if err != nil {
-			return fmt.Errorf("reading the time of %q: %w", line, err)
+			return time.Time{}, fmt.Errorf("reading the time of %q: %w", line, err)
 		}
 		at = at.AddDate(start.Year(), 0, 0)
 		b.record("churn", name, "s", at.Sub(start).Seconds())
-		return nil
+		return at, nil
 	}
-	return fmt.Errorf("churn: the CCM logged no convergence with %s", want)
+	return time.Time{}, fmt.Errorf("churn: the CCM logged no convergence with %s", want)
 }
 
 func (b *bench) registerNodesFrom(prefix string, from, n int, ready bool) error {
