@@ -2,7 +2,6 @@ package l2
 
 import (
 	"fmt"
-	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -105,11 +104,19 @@ func (s *stories) end() {
 	s.done.Wait()
 }
 
+// storyFresh is how old a replica's answer may be and still be its story
+// now: it answers every question, asked every 100 ms.
+const storyFresh = 250 * time.Millisecond
+
 // storyCount is what the replies between two times say.
 type storyCount struct {
-	// Worst is the most MACs named for one VIP within one second, and
-	// Longest the longest run of seconds in which a VIP was named with
-	// more than one; Example one such VIP and its MACs.
+	// Worst is the most MACs named for one VIP within one second.
+	// Longest is the longest time the replicas told two stories at once:
+	// the latest answers of two replicas for a VIP, each to the same or
+	// the last question, named different MACs. (A VIP that moves twice
+	// in two seconds, both replicas moving together, is named with two
+	// MACs in every second of them, and tells one story at a time.)
+	// Example is one such VIP and its MACs.
 	Worst   int
 	Longest time.Duration
 	Example string
@@ -125,6 +132,12 @@ func (s *stories) count(from, to time.Time) storyCount {
 	defer s.mu.Unlock()
 	c := storyCount{Replicas: map[netip.Addr][]string{}}
 	names := map[netip.Addr]map[int][]string{}
+	type told struct {
+		names string
+		at    time.Time
+	}
+	latest := map[netip.Addr]map[string]told{} // by VIP, by replica
+	since := map[netip.Addr]time.Time{}        // two stories told since
 	for _, r := range s.replies {
 		if r.at.Before(from) || !r.at.Before(to) {
 			continue
@@ -132,6 +145,27 @@ func (s *stories) count(from, to time.Time) storyCount {
 		c.Replies++
 		if !slices.Contains(c.Replicas[r.vip], r.from) {
 			c.Replicas[r.vip] = append(c.Replicas[r.vip], r.from)
+		}
+		if latest[r.vip] == nil {
+			latest[r.vip] = map[string]told{}
+		}
+		latest[r.vip][r.from] = told{r.names, r.at}
+		var now []string
+		for _, l := range latest[r.vip] {
+			if r.at.Sub(l.at) <= storyFresh && !slices.Contains(now, l.names) {
+				now = append(now, l.names)
+			}
+		}
+		if len(now) > 1 {
+			if since[r.vip].IsZero() {
+				since[r.vip] = r.at
+			}
+			if d := r.at.Sub(since[r.vip]); d >= c.Longest {
+				slices.Sort(now)
+				c.Longest, c.Example = d, fmt.Sprintf("%s named %v at once, %s after the start", r.vip, now, r.at.Sub(s.start).Round(time.Millisecond))
+			}
+		} else {
+			since[r.vip] = time.Time{}
 		}
 		sec := int(r.at.Sub(s.start) / time.Second)
 		if names[r.vip] == nil {
@@ -141,23 +175,9 @@ func (s *stories) count(from, to time.Time) storyCount {
 			names[r.vip][sec] = append(names[r.vip][sec], r.names)
 		}
 	}
-	for vip, bySec := range names {
-		run := 0
-		for _, sec := range slices.Sorted(maps.Keys(bySec)) {
-			macs := bySec[sec]
-			if len(macs) > c.Worst {
-				c.Worst = len(macs)
-			}
-			if len(macs) > 1 {
-				if bySec[sec-1] != nil && len(bySec[sec-1]) > 1 {
-					run++
-				} else {
-					run = 1
-				}
-				if d := time.Duration(run) * time.Second; d > c.Longest {
-					c.Longest, c.Example = d, fmt.Sprintf("%s named %v in second %d", vip, macs, sec)
-				}
-			}
+	for _, bySec := range names {
+		for _, macs := range bySec {
+			c.Worst = max(c.Worst, len(macs))
 		}
 	}
 	return c
