@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/mdlayher/arp"
@@ -181,4 +182,44 @@ func (s *stories) count(from, to time.Time) storyCount {
 		}
 	}
 	return c
+}
+
+// TestTwoStoriesAreTimedAtOnce: replicas that move a VIP together twice in
+// two seconds tell one story at a time; replicas that disagree for three
+// seconds tell two for three seconds.
+func TestTwoStoriesAreTimedAtOnce(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 900_000_000, time.UTC)
+	vip := netip.MustParseAddr("10.0.0.7")
+	// A question every 100 ms, answered by replicas a and b; mac(i, from)
+	// is the MAC replica from names after i questions.
+	answers := func(n int, mac func(i int, from string) string) *stories {
+		s := &stories{start: t0}
+		for i := range n {
+			at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+			for j, from := range []string{"a", "b"} {
+				s.replies = append(s.replies, storyReply{at: at.Add(time.Duration(j) * time.Millisecond), vip: vip, names: mac(i, from), from: from})
+			}
+		}
+		return s
+	}
+	together := answers(40, func(i int, from string) string {
+		// Both move at 1 s and back at 3 s, b 200 ms after a.
+		lag := map[string]int{"a": 0, "b": 2}[from]
+		if i >= 10+lag && i < 30+lag {
+			return "n2"
+		}
+		return "n1"
+	})
+	if c := together.count(t0, t0.Add(time.Hour)); c.Longest > 300*time.Millisecond || c.Worst != 2 {
+		t.Errorf("moving together: two stories at once for %v (%s), at most %d MACs a second; want 0.2 s and 2", c.Longest, c.Example, c.Worst)
+	}
+	apart := answers(40, func(i int, from string) string {
+		if from == "b" && i >= 5 && i < 35 {
+			return "n2"
+		}
+		return "n1"
+	})
+	if c := apart.count(t0, t0.Add(time.Hour)); c.Longest < 2900*time.Millisecond {
+		t.Errorf("disagreeing for 3 s: two stories at once for %v, want 3 s", c.Longest)
+	}
 }
