@@ -64,6 +64,12 @@ HELM := $(TOOLS_BIN)/helm
 $(HELM): hack/helm/go.mod hack/helm/go.sum
 	cd hack/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X helm.sh/helm/v4/internal/version.version=v4.3.2' -o ../tools/bin/helm helm.sh/helm/v4/cmd/helm
 
+# MetalLB's controller and speaker, for the migration test (test/e2e's
+# TestMetalLBCutOver); their CRDs are read from the module cache.
+METALLB := $(TOOLS_BIN)/metallb-controller $(TOOLS_BIN)/metallb-speaker
+$(TOOLS_BIN)/metallb-%: hack/metallb/go.mod hack/metallb/go.sum
+	cd hack/metallb && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o ../tools/bin/metallb-$* go.universe.tf/metallb/$*
+
 # deploy/rbac.yaml, deployment.yaml and load-balancer-finalizer.yaml are
 # the chart (deploy/chart) rendered with its defaults; after editing the
 # chart, write them again. The integration tests fail while they differ.
@@ -190,7 +196,7 @@ chaos: tools build
 # Data path in network namespaces with FRR, and layer 2 pools on a bridge;
 # needs root (installs frr). The full size of the restart test:
 # make e2e E2EFLAGS="-restart-services=1000 -restart-nodes=100"
-e2e: tools build
+e2e: tools build $(METALLB)
 	$(GO) test -count=1 -timeout 10m ./test/l2/...
 	$(GO) test -count=1 -timeout 40m ./test/e2e/... $(if $(E2EFLAGS),-args $(E2EFLAGS))
 
