@@ -1,7 +1,9 @@
 // Package docs checks that the documentation says what the code does: every
 // cloud config it shows validates, and every Event reason and metric the
-// code emits is in the reference, and nothing else is. Hermetic: it reads
-// files only (make unit runs it).
+// code emits is in the reference, and nothing else is; and MetalLB's own
+// examples convert. It reads files only (make unit runs it): MetalLB's
+// examples from the Go module cache, which the go command fills from the
+// module proxy when they are missing.
 package docs
 
 import (

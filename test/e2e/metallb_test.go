@@ -1,0 +1,725 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+)
+
+const (
+	migrationPage = "docs/migration/metallb.md"
+	metallbNS     = "metallb-system"
+	// The second control-plane host, in the routers page's block of them.
+	mlbCP2 = "10.0.0.12"
+)
+
+// The MetalLB the site runs before the move: pools chosen by namespace and
+// by Service selector, a default pool, all announced over BGP by a
+// speaker on every node (MetalLB's native BGP carries IPv4 only), and a
+// dual-stack pool answered on the nodes' segment.
+const metallbResources = `apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: web, namespace: metallb-system}
+spec:
+  addresses: [10.0.100.0/26]
+  serviceAllocation: {priority: 10, namespaces: [mlb-web]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: selected, namespace: metallb-system}
+spec:
+  addresses: [10.0.100.64/27]
+  serviceAllocation:
+    priority: 20
+    serviceSelectors: [{matchLabels: {tier: selected}}]
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: rest, namespace: metallb-system}
+spec:
+  addresses: [10.0.100.128/25]
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: lan, namespace: metallb-system}
+spec:
+  addresses: [10.0.0.200/29, "2001:db8::200/125"]
+  autoAssign: false
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: routed, namespace: metallb-system}
+spec:
+  ipAddressPools: [web, selected, rest]
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: lan, namespace: metallb-system}
+spec:
+  ipAddressPools: [lan]
+  interfaces: [eth0]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router, namespace: metallb-system}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  peerAddress: 10.0.0.1
+  holdTime: 9s
+`
+
+// metallbNeighbours are the router's lines for MetalLB's speakers, one
+// neighbour per node, added to the routers page's recipe: the router of a
+// site that runs MetalLB and is given the CCM's peering (the first step
+// of the move).
+func metallbNeighbours(recipe string, nodes []*recipeNode) (string, error) {
+	var group strings.Builder
+	group.WriteString(" neighbor METALLB peer-group\n neighbor METALLB remote-as 64512\n")
+	for _, n := range nodes {
+		fmt.Fprintf(&group, " neighbor %s peer-group METALLB\n", n.ip4)
+	}
+	anchor, family := " bgp listen range 10.0.0.8/29 peer-group CCM\n", " address-family ipv4 unicast\n"
+	if !strings.Contains(recipe, anchor) || !strings.Contains(recipe, family) {
+		return "", fmt.Errorf("%s: the FRR recipe has no %q or %q", recipesPage, anchor, family)
+	}
+	recipe = strings.Replace(recipe, anchor, anchor+group.String(), 1)
+	return strings.Replace(recipe, family, family+"  neighbor METALLB route-map CCM-IN in\n  neighbor METALLB route-map CCM-OUT out\n", 1), nil
+}
+
+// metallb runs MetalLB's controller and speakers, built from its Go module
+// (make builds them into hack/tools/bin), against the test's API server.
+type metallb struct {
+	t          *testing.T
+	dir        string
+	controller *framework.Process
+	speakers   map[string]*framework.Process // by node name
+	nodes      []*recipeNode
+	kubeconfig map[string]string // the admin's, as seen in each node's namespace
+}
+
+// metallbModuleDir is where the Go module cache holds the MetalLB that
+// hack/metallb pins (its CRDs are read from there).
+func metallbModuleDir() (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", "go.universe.tf/metallb")
+	cmd.Dir = filepath.Join(framework.RepoRoot(), "hack", "metallb")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download go.universe.tf/metallb: %w", err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		return "", fmt.Errorf("go mod download go.universe.tf/metallb: no directory in %s", out)
+	}
+	return m.Dir, nil
+}
+
+// installMetalLB applies MetalLB's CRDs and resources and makes the Pods
+// its processes look themselves up by (there is no kubelet to run them).
+func installMetalLB(t *testing.T, nodes []*recipeNode) *metallb {
+	t.Helper()
+	ctx := context.Background()
+	for _, bin := range []string{"metallb-controller", "metallb-speaker"} {
+		if _, err := os.Stat(filepath.Join(framework.ToolsBin(), bin)); err != nil {
+			t.Fatalf("%v: make e2e builds MetalLB", err)
+		}
+	}
+	mod, err := metallbModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds, err := filepath.Glob(filepath.Join(mod, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		t.Fatalf("MetalLB's CRDs in %s: %v", mod, err)
+	}
+	for _, crd := range crds {
+		if err := cluster.Apply(ctx, crd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	framework.CreateNamespace(t, cluster.Admin, metallbNS)
+	m := &metallb{t: t, dir: t.TempDir(), speakers: map[string]*framework.Process{}, nodes: nodes, kubeconfig: map[string]string{}}
+	resources := filepath.Join(m.dir, "metallb.yaml")
+	if err := os.WriteFile(resources, []byte(metallbResources), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The API server serves the new kinds once it has read the CRDs.
+	framework.Eventually(t, framework.WaitTimeout, "MetalLB's resources applied", func() (bool, string) {
+		err := cluster.Apply(ctx, resources)
+		return err == nil, fmt.Sprint(err)
+	})
+	pods := []string{"controller"}
+	for _, n := range nodes {
+		pods = append(pods, "speaker-"+n.name)
+	}
+	for _, name := range pods {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: metallbNS, Name: name},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "metallb", Image: "quay.io/metallb/" + strings.Split(name, "-")[0]}}}}
+		if _, err := cluster.Admin.CoreV1().Pods(metallbNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cluster.Admin.CoreV1().Pods(metallbNS).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		})
+	}
+	// Each speaker reaches the API server through a forward into its node's
+	// namespace, as the admin.
+	for _, n := range nodes {
+		port, err := n.ns.ForwardInto(strings.TrimPrefix(cluster.AdminConfig.Host, "https://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.LoadFromFile(cluster.AdminKubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cfg.Clusters {
+			c.Server = fmt.Sprintf("https://127.0.0.1:%d", port)
+		}
+		m.kubeconfig[n.name] = filepath.Join(m.dir, n.name+".kubeconfig")
+		if err := clientcmd.WriteToFile(*cfg, m.kubeconfig[n.name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(m.stop)
+	return m
+}
+
+func (m *metallb) startController() {
+	m.t.Helper()
+	probe, err := framework.FreePort()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.controller, err = framework.StartProcess(filepath.Join(framework.ToolsBin(), "metallb-controller"), m.dir, "metallb-controller", 0,
+		[]string{"KUBECONFIG=" + cluster.AdminKubeconfig},
+		"--namespace="+metallbNS, "--pod-name=controller", "--webhook-mode=disabled", "--disable-cert-rotation", "--port=0",
+		fmt.Sprintf("--health-probe-port=%d", probe))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+func (m *metallb) stopController() {
+	if m.controller != nil {
+		m.controller.Stop()
+		m.controller = nil
+	}
+}
+
+// startSpeakers runs a speaker in each node's namespace, as MetalLB's
+// DaemonSet does on the host network.
+func (m *metallb) startSpeakers() {
+	m.t.Helper()
+	for _, n := range m.nodes {
+		port, err := framework.FreePortIn(n.ns.Name)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		m.speakers[n.name], err = framework.StartProcess("ip", m.dir, "metallb-speaker-"+n.name, 0,
+			[]string{"KUBECONFIG=" + m.kubeconfig[n.name]},
+			"netns", "exec", n.ns.Name, filepath.Join(framework.ToolsBin(), "metallb-speaker"),
+			"--namespace="+metallbNS, "--node-name="+n.name, "--pod-name=speaker-"+n.name, "--port=0",
+			fmt.Sprintf("--health-probe-port=%d", port))
+		if err != nil {
+			m.t.Fatal(err)
+		}
+	}
+}
+
+func (m *metallb) stopSpeakers() {
+	for name, p := range m.speakers {
+		p.Stop()
+		delete(m.speakers, name)
+	}
+}
+
+func (m *metallb) stop() {
+	if m.t.Failed() {
+		for _, p := range append([]*framework.Process{m.controller}, slices.Collect(maps.Values(m.speakers))...) {
+			if p != nil {
+				m.t.Logf("%s's log: %s", p.Name, p.LogPath())
+			}
+		}
+	}
+	m.stopSpeakers()
+	m.stopController()
+}
+
+// lanPool is the IPv4 part of the pool MetalLB answers on the segment.
+var lanPool = netip.MustParsePrefix("10.0.0.200/29")
+
+// mlbService is one of the site's Services, and where a client reaches it.
+type mlbService struct {
+	ns, name string
+	pool     netip.Prefix // the MetalLB pool it must be given an address of (IPv4)
+	mutate   func(*v1.Service)
+	ingress  []string
+}
+
+// targets are the address:port pairs a client connects to for s.
+func (s *mlbService) targets() []string {
+	port := "80"
+	if s.name == "pair-b" {
+		port = "81"
+	}
+	var out []string
+	for _, ip := range s.ingress {
+		out = append(out, netip.AddrPortFrom(netip.MustParseAddr(ip), mustPort(port)).String())
+	}
+	return out
+}
+
+func mustPort(p string) uint16 {
+	var n uint16
+	fmt.Sscan(p, &n)
+	return n
+}
+
+// mlbServices are the site's 50 Services: 20 in the namespace of the web
+// pool, 10 chosen by the selector pool, 16 left to the default pool, one
+// with a requested address (MetalLB's annotation), a pair sharing one
+// (MetalLB's annotation, different ports) and one dual-stack from the
+// layer 2 pool (MetalLB's annotation).
+func mlbServices() []*mlbService {
+	web, selected, rest, lan := netip.MustParsePrefix("10.0.100.0/26"), netip.MustParsePrefix("10.0.100.64/27"),
+		netip.MustParsePrefix("10.0.100.128/25"), lanPool
+	var out []*mlbService
+	for i := range 20 {
+		out = append(out, &mlbService{ns: "mlb-web", name: fmt.Sprintf("web-%d", i), pool: web})
+	}
+	for i := range 10 {
+		out = append(out, &mlbService{ns: "mlb-apps", name: fmt.Sprintf("selected-%d", i), pool: selected,
+			mutate: func(s *v1.Service) { s.Labels = map[string]string{"tier": "selected"} }})
+	}
+	for i := range 16 {
+		out = append(out, &mlbService{ns: "mlb-apps", name: fmt.Sprintf("app-%d", i), pool: rest})
+	}
+	out = append(out, &mlbService{ns: "mlb-apps", name: "requested", pool: rest, mutate: func(s *v1.Service) {
+		s.Annotations = map[string]string{"metallb.universe.tf/loadBalancerIPs": "10.0.100.200"}
+	}})
+	for _, name := range []string{"pair-a", "pair-b"} {
+		out = append(out, &mlbService{ns: "mlb-apps", name: name, pool: rest, mutate: func(s *v1.Service) {
+			s.Annotations = map[string]string{"metallb.io/allow-shared-ip": "pair"}
+			if name == "pair-b" {
+				s.Spec.Ports[0].Port = 81
+			}
+		}})
+	}
+	out = append(out, &mlbService{ns: "mlb-apps", name: "dual", pool: lan, mutate: func(s *v1.Service) {
+		s.Annotations = map[string]string{"metallb.io/address-pool": "lan"}
+		s.Spec.IPFamilyPolicy = ptr(v1.IPFamilyPolicyRequireDualStack)
+		s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	}})
+	return out
+}
+
+// client connects to every target in a round every 100 ms from the lab's
+// client, behind the router, and keeps every failure.
+type mlbClient struct {
+	stopc    chan struct{}
+	done     chan struct{}
+	mu       sync.Mutex
+	rounds   int
+	failures []string
+}
+
+func startMLBClient(ns *framework.Netns, targets []string) *mlbClient {
+	c := &mlbClient{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-c.stopc:
+				return
+			case <-tick.C:
+			}
+			for _, target := range targets {
+				if name, err := ask(ns, "", target); err != nil || !strings.HasPrefix(name, "mlb-n") {
+					c.mu.Lock()
+					c.failures = append(c.failures, fmt.Sprintf("%s %s: %q %v", time.Now().Format("15:04:05.000"), target, name, err))
+					c.mu.Unlock()
+				}
+			}
+			c.mu.Lock()
+			c.rounds++
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+func (c *mlbClient) stop() (rounds int, failures []string) {
+	close(c.stopc)
+	<-c.done
+	return c.rounds, c.failures
+}
+
+// TestMetalLBCutOver moves a site from MetalLB to the CCM, and back, by
+// the steps of docs/migration/metallb.md, on the routers page's site (FRR
+// with its recipe): MetalLB's controller and a speaker per node assign and
+// announce 50 Services; the configuration is converted from a kubectl dump
+// as the page shows; MetalLB's controller stops, two CCM replicas on two
+// control-plane hosts take over, MetalLB's speakers stop. Every Service
+// keeps its address, the router's kernel table never loses a VIP, and a
+// client connecting to every VIP every 100 ms never fails; MetalLB's
+// resources and Events are left as they were. The rollback the page gives
+// is checked the same way.
+func TestMetalLBCutOver(t *testing.T) {
+	ctx := context.Background()
+	l := newLab(t, "ml")
+	router := l.router("router", recipeRouter4+"/24", recipeRouter6+"/64")
+	onSubnet := func(name, ip4, ip6 string) *framework.Netns {
+		ns := l.host(router, name, recipeRouter4, ip4+"/24", ip6+"/64")
+		l.ip(ns, "-6", "route", "add", "default", "via", recipeRouter6)
+		return ns
+	}
+	cps := []*framework.Netns{onSubnet("cp1", recipeCP4, recipeCP6), onSubnet("cp2", mlbCP2, "2001:db8::12")}
+	cpIPs := []string{recipeCP4, mlbCP2}
+	var nodes []*recipeNode
+	for i := 1; i <= 3; i++ {
+		n := &recipeNode{name: fmt.Sprintf("mlb-n%d", i), ip4: fmt.Sprintf("10.0.0.3%d", i), ip6: fmt.Sprintf("2001:db8::3%d", i)}
+		n.ns = onSubnet(fmt.Sprintf("n%d", i), n.ip4, n.ip6)
+		// kube-proxy's part: the node takes packets for the pools'
+		// addresses without owning one, so it answers no ARP or NDP for
+		// them (as with kube-proxy's strictARP).
+		l.ip(n.ns, "route", "add", "local", "10.0.100.0/24", "dev", "lo")
+		l.ip(n.ns, "route", "add", "local", "10.0.0.200/29", "dev", "lo")
+		l.ip(n.ns, "-6", "route", "add", "local", "2001:db8::200/125", "dev", "lo")
+		for _, sysctl := range []string{"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.eth0.arp_ignore=1"} {
+			if out, err := n.ns.Exec("sysctl", "-qw", sysctl); err != nil {
+				t.Fatal(err, out)
+			}
+		}
+		for _, port := range []string{"80", "81"} {
+			serve(t, &node{name: n.name, ns: n.ns}, "[::]:"+port)
+		}
+		hz, err := n.ns.ServeHealthz(n.ip4 + ":" + healthzPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hz.Close() })
+		if err := framework.RegisterNode(ctx, cluster.Admin, n.name, "", true,
+			[]v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip4}, {Type: v1.NodeInternalIP, Address: n.ip6}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cluster.Admin.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{}) })
+		nodes = append(nodes, n)
+	}
+	client := l.ns("client")
+	if err := framework.Veth(router, "to-client", "10.1.0.1/24", client, "eth0", "10.1.0.2/24"); err != nil {
+		t.Fatal(err)
+	}
+	l.addrs(router, "to-client", "2001:db8:1::1/64")
+	l.addrs(client, "eth0", "2001:db8:1::2/64")
+	l.ip(client, "route", "add", "default", "via", "10.1.0.1")
+	l.ip(client, "-6", "route", "add", "default", "via", "2001:db8:1::1")
+
+	// The router: the page's recipe, and MetalLB's neighbours.
+	recipe, err := framework.MarkdownBlock(recipesPage, "FRR", "frr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routerConf, err := metallbNeighbours(recipe.Text, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frr := l.frr(router, routerConf)
+
+	// MetalLB assigns and announces the site's Services.
+	mlb := installMetalLB(t, nodes)
+	mlb.startController()
+	mlb.startSpeakers()
+	framework.CreateNamespace(t, cluster.Admin, "mlb-web")
+	framework.CreateNamespace(t, cluster.Admin, "mlb-apps")
+	services := mlbServices()
+	for _, s := range services {
+		framework.CreateLBService(t, cluster.Admin, s.ns, s.name, s.mutate)
+		framework.WriteEndpointSlice(t, cluster.Admin, s.ns, s.name, "mlb-n1", "mlb-n2", "mlb-n3")
+	}
+	var targets, routed []string
+	for _, s := range services {
+		want := 1
+		if s.name == "dual" {
+			want = 2
+		}
+		s.ingress = framework.WaitIngress(t, cluster.Admin, s.ns, s.name, want)
+		if a := netip.MustParseAddr(s.ingress[0]); !s.pool.Contains(a) {
+			t.Errorf("MetalLB gave %s/%s %s, outside the pool %s", s.ns, s.name, a, s.pool)
+		}
+		targets = append(targets, s.targets()...)
+		if s.pool != lanPool && !slices.Contains(routed, s.ingress[0]+"/32") {
+			routed = append(routed, s.ingress[0]+"/32")
+		}
+	}
+	byName := map[string]*mlbService{}
+	for _, s := range services {
+		byName[s.name] = s
+	}
+	if got := byName["requested"].ingress; !slices.Equal(got, []string{"10.0.100.200"}) {
+		t.Errorf("the Service that requested 10.0.100.200 has %v", got)
+	}
+	if a, b := byName["pair-a"].ingress, byName["pair-b"].ingress; !slices.Equal(a, b) {
+		t.Errorf("the pair sharing a key has %v and %v, want one address", a, b)
+	}
+	t.Logf("MetalLB: %d Services, %d VIPs over BGP, %d targets", len(services), len(routed), len(targets))
+
+	// The router routes every VIP via the three nodes, and the client gets
+	// through to each.
+	viaNodes := func() (bool, string) {
+		out, err := router.IP("route", "show", "proto", "bgp")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range routed {
+			if vias := vias(routeLines(out, strings.TrimSuffix(p, "/32"))); len(vias) != 3 {
+				return false, fmt.Sprintf("%s via %v", p, vias)
+			}
+		}
+		return true, ""
+	}
+	framework.Eventually(t, framework.WaitTimeout, "the router routes every VIP via the three nodes", viaNodes)
+	framework.Eventually(t, framework.WaitTimeout, "the client reaches every VIP", func() (bool, string) {
+		for _, target := range targets {
+			if name, err := ask(client, "", target); err != nil {
+				return false, fmt.Sprintf("%s: %q %v", target, name, err)
+			}
+		}
+		return true, ""
+	})
+	resources := metallbResourceVersions(t)
+	allocated := len(metallbEvents(t, services))
+
+	// The move, by the page's steps.
+	monitor := framework.MonitorRoutes(t, router)
+	clientRun := startMLBClient(client, targets)
+	dir := t.TempDir()
+	convert, err := framework.MarkdownBlock(migrationPage, "Converting the configuration", "sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDocShell(t, dir, convert.Text)
+	lb, err := os.ReadFile(filepath.Join(dir, "lb.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv strings.Builder
+	inv.WriteString("inventory:\n  machines:\n")
+	for _, n := range nodes {
+		fmt.Fprintf(&inv, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}, {type: InternalIP, address: \"%s\"}]\n", n.name, n.ip4, n.ip6)
+	}
+	cfg := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(cfg, append(lb, inv.String()...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(ccmBinary, "validate", "--cloud-config", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+
+	mlb.stopController()
+	var replicas []*framework.Process
+	for i, cp := range cps {
+		replicas = append(replicas, framework.StartReplica(t, framework.CCM{
+			Binary: ccmBinary, Name: fmt.Sprintf("ccm-mlb-%d", i+1), Kubeconfig: l.kubeconfig(cp), CloudConfig: cfg, Netns: cp.Name,
+			Env: []string{"POD_IP=" + cpIPs[i]},
+		}))
+	}
+	// The page's sign that the CCM serves every Service: an
+	// EnsuredLoadBalancer Event on each, and the router holding every VIP
+	// from each replica.
+	framework.Eventually(t, framework.WaitTimeout, "every Service has EnsuredLoadBalancer", func() (bool, string) {
+		for _, s := range services {
+			if len(framework.Events(t, cluster.Admin, s.ns, s.name, "EnsuredLoadBalancer")) == 0 {
+				return false, s.ns + "/" + s.name + " has none"
+			}
+		}
+		return true, ""
+	})
+	framework.Eventually(t, framework.WaitTimeout, "the router has every VIP from each replica", func() (bool, string) {
+		got, err := frr.Received("ipv4")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ip := range cpIPs {
+			if got[ip] != 3*len(routed) {
+				return false, fmt.Sprintf("%v, want %d paths from each replica", got, 3*len(routed))
+			}
+		}
+		return true, ""
+	})
+	mlb.stopSpeakers()
+	framework.Eventually(t, framework.WaitTimeout, "the router has nothing from the nodes", func() (bool, string) {
+		got, err := frr.Received("ipv4")
+		for _, n := range nodes {
+			if got[n.ip4] != 0 {
+				return false, fmt.Sprintf("%v %v", got, err)
+			}
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	// A few more rounds of the client, the CCM alone.
+	time.Sleep(3 * time.Second)
+	checkMove(t, "the move", clientRun, monitor, frr, routed, services)
+	framework.Eventually(t, framework.WaitTimeout, "the router routes every VIP via the three nodes", viaNodes)
+	if now := metallbResourceVersions(t); !maps.Equal(now, resources) {
+		t.Errorf("MetalLB's resources changed: %v, were %v", now, resources)
+	}
+	if n := len(metallbEvents(t, services)); n < allocated {
+		t.Errorf("MetalLB's IPAllocated Events: %d, were %d", n, allocated)
+	}
+	// New Services get addresses by the converted pools' rules.
+	for _, s := range []*mlbService{
+		{ns: "mlb-web", name: "web-new", pool: netip.MustParsePrefix("10.0.100.0/26")},
+		{ns: "mlb-apps", name: "selected-new", pool: netip.MustParsePrefix("10.0.100.64/27"),
+			mutate: func(s *v1.Service) { s.Labels = map[string]string{"tier": "selected"} }},
+	} {
+		framework.CreateLBService(t, cluster.Admin, s.ns, s.name, s.mutate)
+		if got := framework.WaitIngress(t, cluster.Admin, s.ns, s.name, 1); !s.pool.Contains(netip.MustParseAddr(got[0])) {
+			t.Errorf("after the move, a new Service in %s (%s) got %s, outside %s", s.ns, s.name, got[0], s.pool)
+		}
+		framework.ForgetService(cluster.Admin, s.ns, s.name)
+	}
+
+	// The rollback, by the page's steps.
+	monitor = framework.MonitorRoutes(t, router)
+	clientRun = startMLBClient(client, targets)
+	mlb.startSpeakers()
+	framework.Eventually(t, framework.WaitTimeout, "the router has every VIP from each node", func() (bool, string) {
+		got, err := frr.Received("ipv4")
+		for _, n := range nodes {
+			if got[n.ip4] != len(routed) {
+				return false, fmt.Sprintf("%v %v, want %d from each node", got, err, len(routed))
+			}
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	for _, r := range replicas {
+		r.Stop()
+	}
+	finalizers, err := framework.MarkdownBlock(migrationPage, "Rolling back", "sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDocShell(t, dir, finalizers.Text)
+	for _, s := range services {
+		svc, err := cluster.Admin.CoreV1().Services(s.ns).Get(ctx, s.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(svc.Finalizers) != 0 {
+			t.Errorf("%s/%s keeps finalizers %v after the page's command", s.ns, s.name, svc.Finalizers)
+		}
+	}
+	mlb.startController()
+	// MetalLB's controller serves again: a new Service gets an address.
+	framework.CreateLBService(t, cluster.Admin, "mlb-web", "web-after", nil)
+	framework.WaitIngress(t, cluster.Admin, "mlb-web", "web-after", 1)
+	framework.ForgetService(cluster.Admin, "mlb-web", "web-after")
+	time.Sleep(3 * time.Second)
+	checkMove(t, "the rollback", clientRun, monitor, frr, routed, services)
+	framework.Eventually(t, framework.WaitTimeout, "the router routes every VIP via the three nodes", viaNodes)
+}
+
+// checkMove asserts what the page promises of a move: every Service keeps
+// its address, no VIP's route was deleted at the router, and the client
+// never failed.
+func checkMove(t *testing.T, what string, c *mlbClient, monitor *framework.Process, frr *framework.FRR, routed []string, services []*mlbService) {
+	t.Helper()
+	rounds, failures := c.stop()
+	t.Logf("%s: the client connected to every VIP in %d rounds, %d failed", what, rounds, len(failures))
+	if len(failures) > 0 {
+		t.Errorf("%s: %d connections failed, the first: %v", what, len(failures), failures[:min(len(failures), 5)])
+	}
+	if rounds < 50 {
+		t.Errorf("%s: the client made %d rounds, want the move covered", what, rounds)
+	}
+	if d := framework.RouteDeletions(monitor.Logs(), "", routed); len(d) > 0 {
+		t.Errorf("%s: the router deleted VIP routes: %v", what, d[:min(len(d), 5)])
+	}
+	monitor.Stop()
+	for _, s := range services {
+		svc, err := cluster.Admin.CoreV1().Services(s.ns).Get(context.Background(), s.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := framework.IngressIPs(svc); !slices.Equal(got, s.ingress) {
+			t.Errorf("%s: %s/%s has %v, had %v", what, s.ns, s.name, got, s.ingress)
+		}
+	}
+}
+
+// runDocShell runs a shell block of the docs in dir, with the built CCM
+// and kubectl on the PATH and the admin's kubeconfig.
+func runDocShell(t *testing.T, dir, text string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", text)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig,
+		"PATH="+filepath.Dir(ccmBinary)+":"+framework.ToolsBin()+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the docs' commands:\n%s\nfailed: %v\n%s", text, err, out)
+	}
+}
+
+// metallbResourceVersions are MetalLB's resources' versions, by kind and
+// name.
+func metallbResourceVersions(t *testing.T) map[string]string {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cluster.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range []schema.GroupVersionResource{
+		{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"},
+		{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"},
+		{Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"},
+		{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"},
+	} {
+		list, err := dyn.Resource(r).Namespace(metallbNS).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			out[r.Resource+"/"+o.GetName()] = o.GetResourceVersion()
+		}
+	}
+	if len(out) != 7 {
+		t.Fatalf("MetalLB's resources: %v, want the 7 applied", out)
+	}
+	return out
+}
+
+// metallbEvents are the IPAllocated Events MetalLB's controller wrote on
+// the Services.
+func metallbEvents(t *testing.T, services []*mlbService) []v1.Event {
+	t.Helper()
+	var out []v1.Event
+	for _, s := range services {
+		out = append(out, framework.Events(t, cluster.Admin, s.ns, s.name, "IPAllocated")...)
+	}
+	if len(out) < len(services) {
+		t.Fatalf("MetalLB's IPAllocated Events: %d for %d Services", len(out), len(services))
+	}
+	return out
+}
