@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,7 +184,11 @@ func installMetalLB(t *testing.T, nodes []*recipeNode) *metallb {
 	// Each speaker reaches the API server through a forward into its node's
 	// namespace, as the admin.
 	for _, n := range nodes {
-		port, err := n.ns.ForwardInto(strings.TrimPrefix(cluster.AdminConfig.Host, "https://"))
+		u, err := url.Parse(cluster.AdminConfig.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, err := n.ns.ForwardInto(u.Host)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,6 +452,14 @@ func TestMetalLBCutOver(t *testing.T) {
 	frr := l.frr(router, routerConf)
 
 	// MetalLB assigns and announces the site's Services.
+	// A speaker answers NDP from the node's link-local address, which a
+	// host that has been up a while has long had (DAD done).
+	for _, n := range nodes {
+		framework.Eventually(t, framework.WaitTimeout, n.name+"'s link-local address usable", func() (bool, string) {
+			out, err := n.ns.IP("-6", "addr", "show", "dev", "eth0", "scope", "link", "tentative")
+			return err == nil && strings.TrimSpace(out) == "", out
+		})
+	}
 	mlb := installMetalLB(t, nodes)
 	mlb.startController()
 	mlb.startSpeakers()
@@ -523,13 +536,8 @@ func TestMetalLBCutOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inv strings.Builder
-	inv.WriteString("inventory:\n  machines:\n")
-	for _, n := range nodes {
-		fmt.Fprintf(&inv, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}, {type: InternalIP, address: \"%s\"}]\n", n.name, n.ip4, n.ip6)
-	}
 	cfg := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cfg, append(lb, inv.String()...), 0o644); err != nil {
+	if err := os.WriteFile(cfg, append(lb, inventory(nodes)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(ccmBinary, "validate", "--cloud-config", cfg).CombinedOutput(); err != nil {
@@ -616,6 +624,24 @@ func TestMetalLBCutOver(t *testing.T) {
 	for _, r := range replicas {
 		r.Stop()
 	}
+	// Removing the CCM removes the policy that gives LoadBalancer Services
+	// the finalizer; the suite's other tests have it back.
+	policy := filepath.Join(framework.RepoRoot(), "deploy", "load-balancer-finalizer.yaml")
+	if out, err := cluster.Kubectl("delete", "-f", policy); err != nil {
+		t.Fatal(err, out)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Install(); err != nil {
+			t.Error(err)
+		}
+	})
+	framework.Eventually(t, framework.WaitTimeout, "the finalizer policy out of force", func() (bool, string) {
+		svc, err := cluster.Admin.CoreV1().Services("default").Create(ctx, framework.LBService("default", "policy-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(svc.Finalizers) == 0, fmt.Sprintf("a new LoadBalancer Service would have %v", svc.Finalizers)
+	})
 	finalizers, err := framework.MarkdownBlock(migrationPage, "Rolling back", "sh")
 	if err != nil {
 		t.Fatal(err)

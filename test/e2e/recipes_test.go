@@ -100,13 +100,8 @@ func TestRouterRecipes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inv strings.Builder
-	inv.WriteString("inventory:\n  machines:\n")
-	for _, n := range nodes {
-		fmt.Fprintf(&inv, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}, {type: InternalIP, address: \"%s\"}]\n", n.name, n.ip4, n.ip6)
-	}
 	cfg := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cfg, []byte(bgp.Text+inv.String()), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(bgp.Text+inventory(nodes)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kubeconfig := l.kubeconfig(cp)
@@ -296,3 +291,14 @@ func strangers(t *testing.T, router, cp2 *framework.Netns, node *recipeNode, log
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// inventory is the cloud config's inventory of nodes, each with both of
+// its addresses.
+func inventory(nodes []*recipeNode) string {
+	var b strings.Builder
+	b.WriteString("inventory:\n  machines:\n")
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}, {type: InternalIP, address: \"%s\"}]\n", n.name, n.ip4, n.ip6)
+	}
+	return b.String()
+}
