@@ -1,6 +1,7 @@
 // MetalLB's controller and speaker, built from their Go module for the
 // migration test (test/e2e): its own module, as it pins the k8s.io
-// modules it was released with.
+// modules it was released with. v0.16.1, not v0.16.2: v0.16.2 needs
+// github.com/metallb/frr-k8s v0.0.27, which the module proxy does not serve.
 module github.com/cloud-provider-baremetal/cloud-provider-baremetal/hack/metallb
 
 go 1.26.0
