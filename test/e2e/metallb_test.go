@@ -33,7 +33,8 @@ const (
 )
 
 // The MetalLB the site runs before the move: pools chosen by namespace and
-// by Service selector, a default pool, all announced over BGP by a
+// by Service selector, a pool for the rest of the test's namespace (so
+// that no other test's Service is given an address), all announced over BGP by a
 // speaker on every node (MetalLB's native BGP carries IPv4 only), and a
 // dual-stack pool answered on the nodes' segment.
 const metallbResources = `apiVersion: metallb.io/v1beta1
@@ -57,6 +58,7 @@ kind: IPAddressPool
 metadata: {name: rest, namespace: metallb-system}
 spec:
   addresses: [10.0.100.128/25]
+  serviceAllocation: {namespaces: [mlb-apps]}
 ---
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -300,7 +302,7 @@ func mustPort(p string) uint16 {
 }
 
 // mlbServices are the site's 50 Services: 20 in the namespace of the web
-// pool, 10 chosen by the selector pool, 16 left to the default pool, one
+// pool, 10 chosen by the selector pool, 16 more in the other namespace, one
 // with a requested address (MetalLB's annotation), a pair sharing one
 // (MetalLB's annotation, different ports) and one dual-stack from the
 // layer 2 pool (MetalLB's annotation).
@@ -459,6 +461,17 @@ func TestMetalLBCutOver(t *testing.T) {
 			out, err := n.ns.IP("-6", "addr", "show", "dev", "eth0", "scope", "link", "tentative")
 			return err == nil && strings.TrimSpace(out) == "", out
 		})
+	}
+	// Another test's LoadBalancer Service still here would be in every
+	// count below.
+	all, err := cluster.Admin.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range all.Items {
+		if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
+			t.Logf("a LoadBalancer Service of another test: %s/%s %v", svc.Namespace, svc.Name, framework.IngressIPs(&svc))
+		}
 	}
 	mlb := installMetalLB(t, nodes)
 	mlb.startController()
