@@ -166,6 +166,9 @@ func TestDataPath(t *testing.T) {
 
 	leader := startCCM(t, "ccm-a")
 	framework.WaitLeader(t, leader)
+	// The subtests share default/web; it goes with the test, not with the
+	// suite (a later test's controllers would find it).
+	t.Cleanup(func() { framework.ForgetService(cluster.Admin, "default", "web") })
 	leading, leadingHost := leader, net1.hosts[0] // the replica that leads now, and where
 	framework.Eventually(t, 60*time.Second, "pod on n1 reaches pod on n2 through the router", podToPod)
 	routes, _ := net1.frr.Routes("-4")
