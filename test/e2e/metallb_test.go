@@ -720,8 +720,9 @@ func runDocShell(t *testing.T, dir, text string) {
 	}
 }
 
-// metallbResourceVersions are MetalLB's resources' versions, by kind and
-// name.
+// metallbResourceVersions are MetalLB's resources' generations (of their
+// spec: MetalLB's controller writes the pools' status, counting addresses),
+// by kind and name.
 func metallbResourceVersions(t *testing.T) map[string]string {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(cluster.AdminConfig)
@@ -740,7 +741,7 @@ func metallbResourceVersions(t *testing.T) map[string]string {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {
-			out[r.Resource+"/"+o.GetName()] = o.GetResourceVersion()
+			out[r.Resource+"/"+o.GetName()] = fmt.Sprint(o.GetGeneration())
 		}
 	}
 	if len(out) != 7 {
