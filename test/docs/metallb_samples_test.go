@@ -1,9 +1,7 @@
 package docs
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -19,15 +17,9 @@ import (
 // site (an advertisement naming a pool of another sample): those are
 // refused for what the dump lacks, as a user's incomplete dump would be.
 func TestMetalLBsOwnSamplesConvert(t *testing.T) {
-	cmd := exec.Command("go", "mod", "download", "-json", "go.universe.tf/metallb")
-	cmd.Dir = filepath.Join(framework.RepoRoot(), "hack", "metallb")
-	out, err := cmd.Output()
+	dir, err := framework.MetalLBModuleDir()
 	if err != nil {
-		t.Fatalf("go mod download go.universe.tf/metallb: %v", err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download go.universe.tf/metallb: %v %s", err, out)
+		t.Fatal(err)
 	}
 	// The fields refused in each sample; none: it converts.
 	want := map[string][]string{
@@ -50,9 +42,9 @@ func TestMetalLBsOwnSamplesConvert(t *testing.T) {
 		"simple_pool_adv_bgp.yaml":                    {""},
 		"simple_pool_adv_l2.yaml":                     nil,
 	}
-	files, err := filepath.Glob(filepath.Join(mod.Dir, "configsamples", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(dir, "configsamples", "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples in %s: %v", mod.Dir, err)
+		t.Fatalf("no samples in %s: %v", dir, err)
 	}
 	for _, f := range files {
 		name := filepath.Base(f)

@@ -1,8 +1,8 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -119,22 +118,6 @@ type metallb struct {
 	kubeconfig map[string]string // the admin's, as seen in each node's namespace
 }
 
-// metallbModuleDir is where the Go module cache holds the MetalLB that
-// hack/metallb pins (its CRDs are read from there).
-func metallbModuleDir() (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", "go.universe.tf/metallb")
-	cmd.Dir = filepath.Join(framework.RepoRoot(), "hack", "metallb")
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download go.universe.tf/metallb: %w", err)
-	}
-	var m struct{ Dir string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go mod download go.universe.tf/metallb: no directory in %s", out)
-	}
-	return m.Dir, nil
-}
-
 // installMetalLB applies MetalLB's CRDs and resources and makes the Pods
 // its processes look themselves up by (there is no kubelet to run them).
 func installMetalLB(t *testing.T, nodes []*recipeNode) *metallb {
@@ -145,7 +128,7 @@ func installMetalLB(t *testing.T, nodes []*recipeNode) *metallb {
 			t.Fatalf("%v: make e2e builds MetalLB", err)
 		}
 	}
-	mod, err := metallbModuleDir()
+	mod, err := framework.MetalLBModuleDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +260,7 @@ var lanPool = netip.MustParsePrefix("10.0.0.200/29")
 // mlbService is one of the site's Services, and where a client reaches it.
 type mlbService struct {
 	ns, name string
+	port     uint16       // its one port (0: 80)
 	pool     netip.Prefix // the MetalLB pool it must be given an address of (IPv4)
 	mutate   func(*v1.Service)
 	ingress  []string
@@ -284,21 +268,12 @@ type mlbService struct {
 
 // targets are the address:port pairs a client connects to for s.
 func (s *mlbService) targets() []string {
-	port := "80"
-	if s.name == "pair-b" {
-		port = "81"
-	}
+	port := cmp.Or(s.port, 80)
 	var out []string
 	for _, ip := range s.ingress {
-		out = append(out, netip.AddrPortFrom(netip.MustParseAddr(ip), mustPort(port)).String())
+		out = append(out, netip.AddrPortFrom(netip.MustParseAddr(ip), port).String())
 	}
 	return out
-}
-
-func mustPort(p string) uint16 {
-	var n uint16
-	fmt.Sscan(p, &n)
-	return n
 }
 
 // mlbServices are the site's 50 Services: 20 in the namespace of the web
@@ -323,12 +298,11 @@ func mlbServices() []*mlbService {
 	out = append(out, &mlbService{ns: "mlb-apps", name: "requested", pool: rest, mutate: func(s *v1.Service) {
 		s.Annotations = map[string]string{"metallb.universe.tf/loadBalancerIPs": "10.0.100.200"}
 	}})
-	for _, name := range []string{"pair-a", "pair-b"} {
-		out = append(out, &mlbService{ns: "mlb-apps", name: name, pool: rest, mutate: func(s *v1.Service) {
+	for i, name := range []string{"pair-a", "pair-b"} {
+		port := uint16(80 + i)
+		out = append(out, &mlbService{ns: "mlb-apps", name: name, port: port, pool: rest, mutate: func(s *v1.Service) {
 			s.Annotations = map[string]string{"metallb.io/allow-shared-ip": "pair"}
-			if name == "pair-b" {
-				s.Spec.Ports[0].Port = 81
-			}
+			s.Spec.Ports[0].Port = int32(port)
 		}})
 	}
 	out = append(out, &mlbService{ns: "mlb-apps", name: "dual", pool: lan, mutate: func(s *v1.Service) {
@@ -342,9 +316,9 @@ func mlbServices() []*mlbService {
 // client connects to every target in a round every 100 ms from the lab's
 // client, behind the router, and keeps every failure.
 type mlbClient struct {
-	stopc    chan struct{}
-	done     chan struct{}
-	mu       sync.Mutex
+	stopc chan struct{}
+	done  chan struct{}
+	// Written by the client's goroutine only, read once it is done.
 	rounds   int
 	failures []string
 }
@@ -363,14 +337,10 @@ func startMLBClient(ns *framework.Netns, targets []string) *mlbClient {
 			}
 			for _, target := range targets {
 				if name, err := ask(ns, "", target); err != nil || !strings.HasPrefix(name, "mlb-n") {
-					c.mu.Lock()
 					c.failures = append(c.failures, fmt.Sprintf("%s %s: %q %v", time.Now().Format("15:04:05.000"), target, name, err))
-					c.mu.Unlock()
 				}
 			}
-			c.mu.Lock()
 			c.rounds++
-			c.mu.Unlock()
 		}
 	}()
 	return c
