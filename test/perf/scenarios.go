@@ -118,7 +118,7 @@ func (b *bench) floor(run int) (time.Duration, error) {
 	})
 }
 
-func (b *bench) serviceScenarios(run int, floor time.Duration) error {
+func (b *bench) serviceScenarios(run int, floor time.Duration, cleanUp bool) error {
 	ctx := context.Background()
 	ns := fmt.Sprintf("bench-%d", run)
 	if err := b.namespace(ns); err != nil {
@@ -173,7 +173,7 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 	}); err != nil {
 		return err
 	}
-	if err := waitFor(30*time.Minute, func() bool {
+	if err := waitFor(*burstWait, func() bool {
 		list, err := fast.CoreV1().Services(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return false
@@ -306,6 +306,9 @@ func (b *bench) serviceScenarios(run int, floor time.Duration) error {
 		return err
 	}
 
+	if !cleanUp {
+		return nil
+	}
 	// Clean up, with the CCM still running to remove its finalizers.
 	if err := framework.Parallel(*services, 32, func(i int) error {
 		return fast.CoreV1().Services(ns).Delete(ctx, fmt.Sprintf("svc-%d", i), metav1.DeleteOptions{})
