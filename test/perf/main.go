@@ -35,7 +35,7 @@ var (
 	joins       = flag.Int("join-nodes", 500, "Nodes registered at once for the node-join and routes scenarios")
 	runs        = flag.Int("runs", 3, "runs of each scenario; figures are the median, with min and max")
 	idle        = flag.Duration("idle", 5*time.Minute, "how long the steady-state scenario idles")
-	burstWait   = flag.Duration("burst-timeout", 30*time.Minute, "how long the service burst may take before the bench fails")
+	burstWait   = flag.Duration("burst-timeout", 30*time.Minute, "how long the service burst, or the peer taking a change in, may take before the bench fails")
 	qps         = flag.Float64("kube-api-qps", 0, "the CCM's --kube-api-qps (0: its default)")
 	burst       = flag.Int("kube-api-burst", 0, "the CCM's --kube-api-burst (0: its default)")
 	syncs       = flag.Int("concurrent-service-syncs", 0, "the CCM's --concurrent-service-syncs (0: its default)")
@@ -314,7 +314,7 @@ func changed(vips []netip.Addr, a, b carriers) int {
 func (b *bench) waitPaths(start time.Time, want int, c carriers) (time.Duration, error) {
 	first := true
 	countSaid := false
-	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(*burstWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		_, paths, err := b.peer.RIBCount("ipv4")
 		if err != nil || paths != want*c.n {
 			first = false
@@ -330,7 +330,7 @@ func (b *bench) waitPaths(start time.Time, want int, c carriers) (time.Duration,
 			return at, nil
 		}
 	}
-	return 0, fmt.Errorf("not so after 10m")
+	return 0, fmt.Errorf("not so after %s", *burstWait)
 }
 
 // ribVIPs are the VIPs the peer has.
