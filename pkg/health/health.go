@@ -74,6 +74,9 @@ type Checker struct {
 	// then every target serves, so a restarted CCM withdraws nothing before
 	// it has looked. A round with no targets looked at nothing.
 	probed bool
+	// holding is set while every serving node is held (see apply): the
+	// failures counted meanwhile are more likely the prober's than theirs.
+	holding bool
 	// wake starts a round at once (new targets, new settings).
 	wake chan struct{}
 	// prober keeps the connections of the HTTP probe.
@@ -117,7 +120,7 @@ func (c *Checker) SetSettings(s Settings) {
 func (c *Checker) SetTargets(ts []Target) {
 	c.mu.Lock()
 	if len(ts) == 0 {
-		c.probed = false
+		c.probed, c.holding = false, false
 	}
 	added := false
 	keep := make(map[string]bool, len(ts))
@@ -349,7 +352,19 @@ func (c *Checker) apply(targets []Target, errs []error) Round {
 		for _, name := range out {
 			r.Errs[name] = c.targets[name].lastErr
 		}
+		c.holding = true
 		return r
+	}
+	if c.holding {
+		// A node passes again: the prober is back. The held nodes' failures
+		// were counted while it was not, so each is judged on new ones: a
+		// starved prober that wakes up with one answer in hand would
+		// otherwise withdraw every other node at once.
+		c.holding = false
+		for _, name := range out {
+			c.targets[name].fails = 0
+		}
+		out = nil
 	}
 	for _, name := range out {
 		st := c.targets[name]

@@ -75,7 +75,12 @@ func TestRounds(t *testing.T) {
 		{name: "two successes bring it back", rounds: []string{"a", "a", "", ""}, serving: "a b c"},
 		{name: "all failing at once are held", rounds: []string{"a b c", "a b c"}, serving: "a b c", held: "a b c"},
 		{name: "the last good set is held", rounds: []string{"a", "a", "a b c", "a b c"}, serving: "b c", held: "b c"},
-		{name: "held nodes go once another passes", rounds: []string{"a b c", "a b c", "b c"}, serving: "a", held: ""},
+		// The failures counted while all were held are the prober's, not
+		// the nodes': once one passes, the others are judged on new ones.
+		{name: "held nodes are not taken out on the hold's failures once another passes", rounds: []string{"a b c", "a b c", "b c"}, serving: "a b c", held: ""},
+		{name: "nor on one new failure", rounds: []string{"a b c", "a b c", "a b c", "b c", "b c"}, serving: "a b c", held: ""},
+		{name: "held nodes that fail again go", rounds: []string{"a b c", "a b c", "b c", "b c", "b c"}, serving: "a", held: ""},
+		{name: "held nodes that pass again stay", rounds: []string{"a b c", "a b c", "b c", "", "b c"}, serving: "a b c", held: ""},
 		{name: "a node added after a round must pass first", rounds: []string{"", "+d", ""}, serving: "a b c"},
 		{name: "then serves", rounds: []string{"", "+d", "", ""}, serving: "a b c d"},
 		{name: "a failing new node never serves", rounds: []string{"", "+d", "d", "d"}, serving: "a b c"},

@@ -118,7 +118,7 @@ func (nh *nodeHealth) round(r health.Round) {
 			Message: "every load-balancer next hop fails its health check at once (" + strings.Join(r.Held, ", ") + "); they are kept: check that this replica reaches the nodes' kube-proxy health port"})
 	case !held && wasHeld:
 		healthAllFailing.Set(0)
-		klog.InfoS("Health checks pass again on some node; the held next hops are judged again")
+		klog.InfoS("Health checks pass again on some node; the held next hops are judged on new probes")
 	}
 	healthNodesOut.Set(float64(nh.checker.NotServing()))
 	if len(r.Changes) > 0 {
