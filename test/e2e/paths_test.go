@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,10 +131,45 @@ func TestNextHopsPerRouter(t *testing.T) {
 	before := carried("every VIP via 4 nodes", "")
 	spread("12 nodes", before, nodes)
 
+	// Every node's health check fails at once (as when the replica is
+	// starved or cut off): the last good next hops are held. Then one node
+	// answers again, and at once the others: nothing is withdrawn, as the
+	// others' failures were counted while all were held. (They were
+	// withdrawn on them, every VIP left via the one node, until the others
+	// passed twice.)
+	from := monitor.LogSize()
+	for _, n := range nodes {
+		n.stopHealthz()
+	}
+	framework.Eventually(t, 30*time.Second, "the replica holds the next hops as every node fails", func() (bool, string) {
+		return ccm.LogContains("Every node fails its health checks at once"), "no hold logged"
+	})
+	time.Sleep(time.Second) // more failures counted during the hold
+	if err := nodes[0].startHealthz(); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, "the hold let go as a node passes", func() (bool, string) {
+		return ccm.LogContains("Health checks pass again on some node"), "no release logged"
+	})
+	for _, n := range nodes[1:] {
+		if err := n.startHealthz(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second) // rounds enough to see the others pass twice
+	for _, line := range strings.Split(monitor.Logs()[from:], "\n") {
+		if f := strings.Fields(strings.TrimPrefix(line, "Deleted ")); len(f) > 0 && slices.Contains(vips, f[0]) {
+			t.Errorf("a VIP's route changed while the health checks' hold was let go: %q", line)
+		}
+	}
+	if held := carried("every VIP still via its 4 nodes", ""); !maps.EqualFunc(held, before, slices.Equal) {
+		t.Errorf("after the hold the router routes the VIPs %v, want %v", held, before)
+	}
+
 	// A node dies (its health checks fail): the VIPs it carried each swap it
 	// for one other node; no other VIP's route changes at all.
 	dead := nodes[4]
-	from := monitor.LogSize()
+	from = monitor.LogSize()
 	dead.stopHealthz()
 	after := carried(dead.name+" dead: every VIP via 4 live nodes", dead.ip)
 	spread(dead.name+" dead", after, slices.DeleteFunc(slices.Clone(nodes), func(n *node) bool { return n == dead }))
