@@ -157,10 +157,8 @@ func TestNextHopsPerRouter(t *testing.T) {
 		}
 	}
 	time.Sleep(3 * time.Second) // rounds enough to see the others pass twice
-	for _, line := range strings.Split(monitor.Logs()[from:], "\n") {
-		if f := strings.Fields(strings.TrimPrefix(line, "Deleted ")); len(f) > 0 && slices.Contains(vips, f[0]) {
-			t.Errorf("a VIP's route changed while the health checks' hold was let go: %q", line)
-		}
+	for _, ch := range vipRouteChanges(monitor.Logs()[from:], vips) {
+		t.Errorf("a VIP's route changed while the health checks' hold was let go: %q", ch.line)
 	}
 	if held := carried("every VIP still via its 4 nodes", ""); !maps.EqualFunc(held, before, slices.Equal) {
 		t.Errorf("after the hold the router routes the VIPs %v, want %v", held, before)
@@ -191,10 +189,9 @@ func TestNextHopsPerRouter(t *testing.T) {
 		}
 	}
 	// Nor did any such route change on the way.
-	for _, line := range strings.Split(monitor.Logs()[from:], "\n") {
-		f := strings.Fields(strings.TrimPrefix(line, "Deleted "))
-		if len(f) > 0 && slices.Contains(vips, f[0]) && !slices.Contains(before[f[0]], dead.ip) {
-			t.Errorf("the route of %s, which %s did not carry, changed: %q", f[0], dead.name, line)
+	for _, ch := range vipRouteChanges(monitor.Logs()[from:], vips) {
+		if !slices.Contains(before[ch.vip], dead.ip) {
+			t.Errorf("the route of %s, which %s did not carry, changed: %q", ch.vip, dead.name, ch.line)
 		}
 	}
 	t.Logf("%s carried %d of %d VIPs; only their routes changed", dead.name, moved, len(vips))
@@ -298,4 +295,19 @@ func TestNextHopsPerRouter(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// routeChange is a line of `ip monitor route` output that adds, changes or
+// deletes the route of a VIP.
+type routeChange struct{ vip, line string }
+
+// vipRouteChanges are the lines of monitorLog about the routes of vips.
+func vipRouteChanges(monitorLog string, vips []string) []routeChange {
+	var out []routeChange
+	for _, line := range strings.Split(monitorLog, "\n") {
+		if f := strings.Fields(strings.TrimPrefix(line, "Deleted ")); len(f) > 0 && slices.Contains(vips, f[0]) {
+			out = append(out, routeChange{vip: f[0], line: line})
+		}
+	}
+	return out
 }
