@@ -271,3 +271,215 @@ func TestRemovedSessionsLeaveNothing(t *testing.T) {
 		c.Close()
 	}
 }
+
+// sendFrom sends b to a's listener from the address from with the TTL ttl,
+// as any host on the router's link can.
+func (p *pair) sendFrom(t *testing.T, from string, ttl int, b []byte) {
+	t.Helper()
+	c, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(from)}, &net.UDPAddr{IP: net.ParseIP(p.aAddr.String()), Port: p.a.opts.ListenPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := ipv4.NewConn(c).SetTTL(ttl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A host on the router's link knows the router's address but not the
+// discriminators: its Down (or AdminDown) naming no session, sent with TTL
+// 255 from the router's address, must not end a session past Down (RFC
+// 5880 §6.8.6 lets a session be selected by its discriminator alone).
+// Before the rule, one such packet ended every replica's session, and
+// with it the router's BGP session without graceful restart.
+func TestForgedZeroDiscriminatorIsDropped(t *testing.T) {
+	for _, st := range []State{Down, AdminDown, Init, Up} {
+		t.Run(st.String(), func(t *testing.T) {
+			p := newPair(t, fast)
+			waitState(t, p.a, p.bAddr, Up, 5*time.Second)
+			waitState(t, p.b, p.aAddr, Up, 5*time.Second)
+			p.mu.Lock()
+			seen := len(p.changes)
+			p.mu.Unlock()
+			drops, _ := testutil.GetCounterMetricValue(dropped.WithLabelValues("no_discriminator"))
+			forged := packet{State: st, Diagnostic: AdministrativelyDown, DetectMult: 3, MyDisc: 0x5eed, DesiredMinTx: 10000, RequiredMinRx: 10000}.marshal()
+			for range 50 {
+				p.sendFrom(t, p.bAddr.String(), 255, forged)
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond)
+			p.mu.Lock()
+			after := slices.Clone(p.changes[seen:])
+			p.mu.Unlock()
+			if len(after) > 0 || p.a.States()[p.bAddr] != Up {
+				t.Fatalf("forged %s packets naming no session changed it: %v (now %s)", st, after, p.a.States()[p.bAddr])
+			}
+			// Init and Up naming no session are malformed (§6.8.6).
+			if v, _ := testutil.GetCounterMetricValue(dropped.WithLabelValues("no_discriminator")); (st == Down || st == AdminDown) && v != drops+50 {
+				t.Errorf("packets dropped for naming no session: %v, want %v", v-drops, 50)
+			}
+		})
+	}
+}
+
+// router is a BFD peer the test speaks for, packet by packet: a's
+// session's router at 127.0.0.2.
+type router struct {
+	conn    *net.UDPConn
+	aListen *net.UDPAddr
+	rx      chan received
+}
+
+type received struct {
+	packet
+	at time.Time
+}
+
+func newRouter(t *testing.T, timers Timers) (*Server, *router) {
+	t.Helper()
+	aAddr, bAddr := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	aPort, bPort := freePort(t), freePort(t)
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: bAddr.AsSlice(), Port: bPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ipv4.NewConn(conn).SetTTL(255); err != nil {
+		t.Fatal(err)
+	}
+	r := &router{conn: conn, aListen: &net.UDPAddr{IP: aAddr.AsSlice(), Port: aPort}, rx: make(chan received, 1000)}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				close(r.rx)
+				return
+			}
+			if p, err := parse(buf[:n]); err == nil {
+				r.rx <- received{p, time.Now()}
+			}
+		}
+	}()
+	a := New(Options{ListenPort: aPort, PeerPort: bPort})
+	t.Cleanup(func() { a.Close(); conn.Close() })
+	if err := a.Set([]Peer{{Address: bAddr, Source: aAddr, Timers: timers}}); err != nil {
+		t.Fatal(err)
+	}
+	return a, r
+}
+
+func (r *router) send(t *testing.T, p packet) {
+	t.Helper()
+	if _, err := r.conn.WriteTo(p.marshal(), r.aListen); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next is a's next packet, within d.
+func (r *router) next(t *testing.T, d time.Duration) received {
+	t.Helper()
+	select {
+	case p := <-r.rx:
+		return p
+	case <-time.After(d):
+		t.Fatalf("no packet from the session within %s", d)
+		return received{}
+	}
+}
+
+// A router heard once and then silent is forgotten after a detection
+// time, even while the session is Down: its discriminator is not sent on
+// for ever (RFC 5880 §6.8.1), where a restarted router would take it for
+// a stale session's.
+func TestSilentRouterIsForgottenInDown(t *testing.T) {
+	_, r := newRouter(t, fast)
+	first := r.next(t, 3*time.Second)
+	// AdminDown keeps a's session Down and tells it the router's
+	// discriminator; detection time 3 × 600 ms, and a sends at 0.75–1 s
+	// while Down.
+	r.send(t, packet{State: AdminDown, Diagnostic: AdministrativelyDown, DetectMult: 3, MyDisc: 0xbeef, YourDisc: first.MyDisc, DesiredMinTx: 600000, RequiredMinRx: 50000})
+	named, forgotten := false, false
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && !forgotten {
+		p := r.next(t, 3*time.Second)
+		if p.State != Down {
+			t.Fatalf("the session went %s on the router's AdminDown", p.State)
+		}
+		named = named || p.YourDisc == 0xbeef
+		forgotten = named && p.YourDisc == 0
+	}
+	if !named || !forgotten {
+		t.Fatalf("the router's discriminator: named %v, forgotten %v; want it named, then forgotten after the detection time", named, forgotten)
+	}
+}
+
+// New timers are sent with a Poll and run on only once the router has
+// answered it with a Final (RFC 5880 §6.8.3): until then the router still
+// expects packets at the old rate, and a session that slowed down at once
+// would be declared down by it.
+func TestSlowerTimersWaitForTheFinal(t *testing.T) {
+	a, r := newRouter(t, fast)
+	const routerDisc = 0xbeef
+	aDisc := r.next(t, 3*time.Second).MyDisc
+	r.send(t, packet{State: Init, DetectMult: 3, MyDisc: routerDisc, YourDisc: aDisc, DesiredMinTx: 50000, RequiredMinRx: 50000})
+	waitState(t, a, netip.MustParseAddr("127.0.0.2"), Up, 2*time.Second)
+	// The router keeps the session up, answering a's Polls with Final
+	// until told to stop.
+	answerPolls := make(chan bool, 1)
+	answerPolls <- true
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		answer := true
+		tick := time.NewTicker(40 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case answer = <-answerPolls:
+			case <-tick.C:
+				r.send(t, packet{State: Up, DetectMult: 3, MyDisc: routerDisc, YourDisc: aDisc, DesiredMinTx: 50000, RequiredMinRx: 50000, Final: answer})
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // the Poll of reaching Up ends
+	answerPolls <- false
+	slow := fast
+	slow.TransmitInterval = time.Second
+	a.Set([]Peer{{Address: netip.MustParseAddr("127.0.0.2"), Source: netip.MustParseAddr("127.0.0.1"), Timers: slow}})
+	// Drain what was sent before the change, then time a's packets while
+	// its Poll is unanswered.
+	time.Sleep(20 * time.Millisecond)
+	for len(r.rx) > 0 {
+		<-r.rx
+	}
+	last := r.next(t, time.Second)
+	var longest time.Duration
+	polled := false
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		p := r.next(t, 2*time.Second)
+		polled = polled || p.Poll
+		longest = max(longest, p.at.Sub(last.at))
+		last = p
+	}
+	if !polled {
+		t.Fatal("the new timers were not sent with a Poll")
+	}
+	if longest > 100*time.Millisecond {
+		t.Fatalf("a's packets %s apart before the router's Final, want the old rate (50 ms): the router would declare it down", longest)
+	}
+	answerPolls <- true
+	time.Sleep(100 * time.Millisecond)
+	for len(r.rx) > 0 {
+		<-r.rx
+	}
+	first := r.next(t, 2*time.Second)
+	second := r.next(t, 2*time.Second)
+	if gap := second.at.Sub(first.at); gap < 500*time.Millisecond {
+		t.Fatalf("a's packets %s apart after the router's Final, want the new rate (0.75–1 s)", gap)
+	}
+}

@@ -22,7 +22,7 @@ var (
 	dropped = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "baremetal_bfd",
 		Name:           "packets_dropped_total",
-		Help:           "BFD packets received and dropped, by reason (ttl: not sent by a neighbour; unknown_session, wrong_source: not from a configured router).",
+		Help:           "BFD packets received and dropped, by reason (ttl: not sent by a neighbour; unknown_session, wrong_source: not from a configured router; no_discriminator: naming no session while the session is past Down).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 	sendErrors = metrics.NewCounter(&metrics.CounterOpts{

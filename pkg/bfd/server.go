@@ -286,7 +286,12 @@ func (s *Server) listen(is4 bool) (*listener, error) {
 // receive hands a packet to its session. Only packets sent with TTL 255
 // are taken: anything that crossed a router was not sent by a neighbour
 // (RFC 5881 §5), so a host off the link cannot tear a session down. A
-// packet naming a session must come from that session's router.
+// packet naming a session must come from that session's router. A packet
+// naming none (Your Discriminator 0) is taken only by a session that is
+// Down, which has no discriminator to check yet: past Down, the router
+// knows ours and names it, and a host on its link that does not know it
+// (its source address is all it can forge) cannot end the session (RFC
+// 5880 §6.8.6 leaves the choice; FRR's bfdd makes the same).
 func (s *Server) receive(b []byte, ttl int, src net.Addr) {
 	if ttl != 255 {
 		dropped.WithLabelValues("ttl").Inc()
@@ -313,6 +318,8 @@ func (s *Server) receive(b []byte, ttl int, src net.Addr) {
 		dropped.WithLabelValues("unknown_session").Inc()
 	case sess.peer.Address != from:
 		dropped.WithLabelValues("wrong_source").Inc()
+	case p.YourDisc == 0 && State(sess.state.Load()) != Down:
+		dropped.WithLabelValues("no_discriminator").Inc()
 	default:
 		select {
 		case sess.rx <- p:

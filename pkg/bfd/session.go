@@ -44,17 +44,23 @@ func (s *session) run(timers Timers) {
 	var remoteMinTx time.Duration
 	var remoteMult uint8
 	polling := false
+	// active are the timers the session runs on; timers those it sends.
+	// They differ while Up, from a change of timers to the end of the
+	// Poll Sequence that tells the router (§6.8.3): until the router has
+	// answered, it still counts on the old ones, so a slower rate of ours
+	// or a faster one of its waits for its Final.
+	active := timers
 
-	desiredTx := func() time.Duration {
+	desiredTx := func(t Timers) time.Duration {
 		if state != Up {
-			return max(slowTx, timers.TransmitInterval)
+			return max(slowTx, t.TransmitInterval)
 		}
-		return timers.TransmitInterval
+		return t.TransmitInterval
 	}
 	send := func(st State, poll, final bool) {
 		p := packet{Diagnostic: diag, State: st, Poll: poll, Final: final, DetectMult: timers.DetectMultiplier,
 			MyDisc: s.local, YourDisc: remoteDisc,
-			DesiredMinTx: uint32(desiredTx().Microseconds()), RequiredMinRx: uint32(timers.ReceiveInterval.Microseconds())}
+			DesiredMinTx: uint32(desiredTx(timers).Microseconds()), RequiredMinRx: uint32(timers.ReceiveInterval.Microseconds())}
 		if _, err := s.conn.Write(p.marshal()); err != nil {
 			sendErrors.Inc()
 		}
@@ -63,11 +69,11 @@ func (s *session) run(timers Timers) {
 	// what the router accepts, less 0–25% so that sessions do not send
 	// in step (§6.8.7).
 	interval := func() time.Duration {
-		iv := max(desiredTx(), remoteMinRx)
+		iv := max(desiredTx(active), remoteMinRx)
 		return iv - time.Duration(rand.Int64N(int64(iv/4)+1))
 	}
 	detectTime := func() time.Duration {
-		return time.Duration(remoteMult) * max(timers.ReceiveInterval, remoteMinTx)
+		return time.Duration(remoteMult) * max(active.ReceiveInterval, remoteMinTx)
 	}
 	setState := func(to State, d Diagnostic, adminDown bool, remoteDiag Diagnostic) {
 		from := state
@@ -77,6 +83,9 @@ func (s *session) run(timers Timers) {
 		// learns it in a Poll Sequence (§6.8.3).
 		if from == Up || to == Up {
 			polling = true
+		}
+		if to != Up {
+			active = timers
 		}
 		c := Change{Peer: s.peer.Address, From: from, To: to, Diag: d, AdminDown: adminDown, RemoteDiag: remoteDiag}
 		sessionChanged(c)
@@ -96,7 +105,7 @@ func (s *session) run(timers Timers) {
 	// reached, the router asking for more): the router's detection time
 	// already counts on it.
 	sooner := func() {
-		if time.Until(nextTx) > max(desiredTx(), remoteMinRx) {
+		if time.Until(nextTx) > max(desiredTx(active), remoteMinRx) {
 			schedule(interval())
 		}
 	}
@@ -117,14 +126,20 @@ func (s *session) run(timers Timers) {
 			timers = t
 			if state == Up {
 				polling = true
+				// Sending faster and accepting slower are safe at once.
+				active.TransmitInterval = min(active.TransmitInterval, t.TransmitInterval)
+				active.ReceiveInterval = max(active.ReceiveInterval, t.ReceiveInterval)
+				active.DetectMultiplier = t.DetectMultiplier
+			} else {
+				active = timers
 			}
 			sooner()
 		case p := <-s.rx:
 			remoteDisc, remoteMult = p.MyDisc, p.DetectMult
 			remoteMinRx = time.Duration(p.RequiredMinRx) * time.Microsecond
 			remoteMinTx = time.Duration(p.DesiredMinTx) * time.Microsecond
-			if p.Final {
-				polling = false
+			if p.Final && polling {
+				polling, active = false, timers
 			}
 			if to, d, changed := next(state, p.State); changed {
 				setState(to, d, p.State == AdminDown || p.Diagnostic == AdministrativelyDown, p.Diagnostic)
@@ -137,11 +152,10 @@ func (s *session) run(timers Timers) {
 				send(state, false, true)
 			}
 			sooner()
-			if state == Init || state == Up {
-				detect.Reset(detectTime())
-			} else {
-				detect.Stop()
-			}
+			// Down too: a router that falls silent is forgotten after a
+			// detection time, its discriminator with it (§6.8.1), so that
+			// a restarted one is not named by its old one.
+			detect.Reset(detectTime())
 		case <-tx.C:
 			// A router asking for no packets (RequiredMinRx 0) gets none.
 			if remoteMinRx > 0 {
@@ -149,8 +163,8 @@ func (s *session) run(timers Timers) {
 			}
 			schedule(interval())
 		case <-detect.C:
+			remoteDisc = 0
 			if state == Init || state == Up {
-				remoteDisc = 0
 				setState(Down, DetectionTimeExpired, false, NoDiagnostic)
 				sooner()
 			}
