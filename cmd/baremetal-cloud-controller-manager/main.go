@@ -6,8 +6,10 @@ import (
 	"context"
 	"net/netip"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	"k8s.io/cloud-provider/app/config"
@@ -28,6 +30,20 @@ const commandName = "baremetal-cloud-controller-manager"
 // readiness is set from the command line before initCloud runs.
 var readiness readinessOptions
 
+// stopping ends at the first SIGTERM or SIGINT (a rolling upgrade, a
+// drain, Ctrl-C): the framework's controllers stop and this replica ends
+// its BGP sessions with graceful restart and tells BFD AdminDown, so that
+// the routers keep its paths rather than drop them as failed. A second
+// signal ends the process at once.
+var stopping context.Context
+
+// cloud is the provider initCloud started, if it did.
+var cloud *provider.Cloud
+
+// stopGrace bounds the wait for the routers to be told; the Pod's
+// terminationGracePeriodSeconds (30 s) is the outer bound.
+const stopGrace = 10 * time.Second
+
 func main() {
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
@@ -41,10 +57,24 @@ func main() {
 	pvLabel.AddFlags(fss.FlagSet("pv-label controller"))
 	readiness.AddFlags(fss.FlagSet("readiness"))
 
-	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, wait.NeverStop)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	context.AfterFunc(ctx, stop) // the next signal has its default effect
+	stopping = ctx
+	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, ctx.Done())
 	command.Use = commandName
 	command.AddCommand(validateCommand(), convertMetalLBCommand())
-	os.Exit(cli.Run(command))
+	code := cli.Run(command)
+	if cloud != nil && ctx.Err() != nil {
+		klog.InfoS("Stopping: ending BGP sessions with graceful restart and telling BFD AdminDown")
+		select {
+		case <-cloud.Stopped():
+			klog.InfoS("Stopped")
+		case <-time.After(stopGrace):
+			klog.ErrorS(nil, "The routers were not all told of this replica's stop in time; exiting anyway", "after", stopGrace)
+		}
+		klog.Flush()
+	}
+	os.Exit(code)
 }
 
 // controllerInitializers is the framework's default set, each with a client
@@ -79,21 +109,22 @@ func controllerInitializers(pvLabel *pvLabelOptions) map[string]app.ControllerIn
 
 func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
-	cloud, err := cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
+	iface, err := cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
 	if err != nil {
 		klog.Fatalf("Cloud provider could not be initialized: %v", err)
 	}
-	if cloud == nil {
+	if iface == nil {
 		klog.Fatalf("Cloud provider %q is not built into %s", shared.Name, commandName)
 	}
 	// Every replica announces, the standbys too (see provider.Speak); the
 	// framework starts its informers only on the leader.
-	if bm, ok := cloud.(*provider.Cloud); ok {
-		bm.Speak(context.Background(), c.SharedInformers, c.VersionedClient, c.ComponentConfig.Generic.LeaderElection.RenewDeadline.Duration)
-		c.SharedInformers.Start(wait.NeverStop)
+	if bm, ok := iface.(*provider.Cloud); ok {
+		cloud = bm
+		bm.Speak(stopping, c.SharedInformers, c.VersionedClient, c.ComponentConfig.Generic.LeaderElection.RenewDeadline.Duration)
+		c.SharedInformers.Start(stopping.Done())
 		if err := serveReadiness(readiness.Address, bm.Ready, func(vip netip.Addr) any { return bm.Status(vip) }); err != nil {
 			klog.Fatal(err)
 		}
 	}
-	return cloud
+	return iface
 }

@@ -72,6 +72,9 @@ type Cloud struct {
 	recorder     atomic.Pointer[record.EventRecorderLogger]
 	recorderOnce sync.Once
 	runOnce      sync.Once
+	// stopped is closed once the load balancer has stopped: its BGP
+	// sessions ended gracefully and BFD told AdminDown.
+	stopped chan struct{}
 
 	mu        sync.Mutex
 	onReloads []func()
@@ -86,7 +89,7 @@ func New(path string) (*Cloud, error) {
 		return nil, err
 	}
 	inv := inventory.New(cfg.Inventory)
-	c := &Cloud{configPath: path}
+	c := &Cloud{configPath: path, stopped: make(chan struct{})}
 	c.lb = newBalancer(cfg, inv, &report.Reporter{Events: c.reportEvent, Quiet: c.quiet})
 	c.inv.Store(inv)
 	configLoaded(true)
@@ -188,9 +191,21 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 		cancel()
 	}()
 	// A provider not started by this project's main speaks from here.
-	c.runOnce.Do(func() { go c.lb.run(ctx, apiReachable(client), defaultAPILoss) })
+	c.runOnce.Do(func() { go c.run(ctx, apiReachable(client), defaultAPILoss) })
 	go c.lb.lead(ctx)
 }
+
+// run runs the load balancer until ctx ends, then says it stopped.
+func (c *Cloud) run(ctx context.Context, reachable func(context.Context) error, apiLoss time.Duration) {
+	defer close(c.stopped)
+	c.lb.run(ctx, reachable, apiLoss)
+}
+
+// Stopped is closed once the load balancer, started by Speak or
+// Initialize, has stopped after its context ended: the routers were told
+// (BGP ended with graceful restart, BFD AdminDown) and keep this
+// replica's paths for their restart time.
+func (c *Cloud) Stopped() <-chan struct{} { return c.stopped }
 
 // recordEvents starts recording Events through client, once per process:
 // a standby reports what it finds (its config, its BGP sessions, its

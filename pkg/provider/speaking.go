@@ -19,7 +19,7 @@ import (
 func (c *Cloud) Speak(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface, apiLoss time.Duration) {
 	c.recordEvents(client)
 	c.SetInformers(factory)
-	c.runOnce.Do(func() { go c.lb.run(ctx, apiReachable(client), apiLoss) })
+	c.runOnce.Do(func() { go c.run(ctx, apiReachable(client), apiLoss) })
 }
 
 // apiReachable asks the API server whether it is ready: a watch cannot

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/ipv4"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
@@ -208,6 +210,55 @@ func TestBFD(t *testing.T) {
 	})
 	bothEstablished("both sessions after the reload to BFD")
 
+	// A host on the router's link forges the router's Down naming no
+	// session (Your Discriminator 0, TTL 255, the router's address), to
+	// every replica every 10 ms for 5 s: no session may end, and no VIP
+	// route may change.
+	spoofMonitor := framework.MonitorRoutes(t, router)
+	var logFrom []int
+	for _, r := range replicas {
+		logFrom = append(logFrom, r.LogSize())
+	}
+	forged := []byte{0x20 | 7, 1 << 6, 3, 24, 0, 0, 0x5e, 0xed, 0, 0, 0, 0, 0, 0, 0x27, 0x10, 0, 0, 0x27, 0x10, 0, 0, 0, 0}
+	var spoofers []*net.UDPConn
+	if err := router.Do(func() error {
+		for _, h := range cps {
+			c, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(recipeRouter4)}, &net.UDPAddr{IP: net.ParseIP(h.ip), Port: 3784})
+			if err != nil {
+				return err
+			}
+			if err := ipv4.NewConn(c).SetTTL(255); err != nil {
+				return err
+			}
+			spoofers = append(spoofers, c)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for _, c := range spoofers {
+			c.Write(forged)
+		}
+	}
+	for _, c := range spoofers {
+		c.Close()
+	}
+	time.Sleep(time.Second)
+	if gone := deletions(spoofMonitor.Logs(), "", vips); len(gone) > 0 {
+		t.Errorf("forged BFD packets naming no session deleted VIP routes at the router:\n%s", strings.Join(gone, "\n"))
+	}
+	for i, r := range replicas {
+		for _, line := range strings.Split(r.Logs()[logFrom[i]:], "\n") {
+			if strings.Contains(line, "BFD session changed") {
+				t.Errorf("forged BFD packets changed replica cp%d's session: %s", i+1, line)
+			}
+		}
+		if !established(cps[i].ip) {
+			t.Errorf("the router's session with cp%d ended under forged BFD packets", i+1)
+		}
+	}
+
 	monitor := framework.MonitorRoutes(t, router)
 	cut(cps[0], true)
 	silent := time.Now()
@@ -336,6 +387,18 @@ func TestBFD(t *testing.T) {
 	// session gracefully and tells BFD AdminDown, and the router keeps its
 	// paths as stale for the restart time, as it would without BFD.
 	replicas[1].Stop()
+	if !replicas[1].LogContains("Stopped") {
+		t.Errorf("cp2 did not say it stopped gracefully on SIGTERM")
+	}
+	out, _ := frr.Vtysh("show bfd peer " + cps[1].ip + " json")
+	var peer struct {
+		Status     string `json:"status"`
+		RemoteDiag string `json:"remote-diagnostic"`
+	}
+	json.Unmarshal([]byte(out), &peer)
+	if peer.Status != "down" || !strings.Contains(peer.RemoteDiag, "administratively") {
+		t.Errorf("the router's BFD session with cp2 after its SIGTERM: %s, told %q; want down, told administratively down (AdminDown)", peer.Status, peer.RemoteDiag)
+	}
 	time.Sleep(3 * time.Second)
 	paths, stale := pathsFrom(cps[1].ip)
 	t.Logf("3 s after cp2 was stopped: the router holds %d of its paths, %d stale", paths, stale)
