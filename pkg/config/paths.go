@@ -53,15 +53,25 @@ func (b *BGP) Selections() (sels []PathSelection, peers [][]int) {
 	return sels, peers
 }
 
-// Selector is the label selector as Kubernetes evaluates it; a valid
-// config has no requirement it cannot express.
+// Selector is the label selector as Kubernetes evaluates it. A selector
+// Kubernetes cannot express selects nothing, never everything: dropping a
+// requirement it rejects would widen it (a ToR sent every rack's nodes, a
+// pool serving every Service). Validation refuses such a config first.
 func (sel *LabelSelector) Selector() labels.Selector {
-	s := labels.SelectorFromSet(sel.MatchLabels)
+	s, err := labels.ValidatedSelectorFromSet(sel.MatchLabels)
+	if err != nil {
+		return labels.Nothing()
+	}
 	for _, e := range sel.MatchExpressions {
-		op := map[string]selection.Operator{"In": selection.In, "NotIn": selection.NotIn, "Exists": selection.Exists, "DoesNotExist": selection.DoesNotExist}[e.Operator]
-		if r, err := labels.NewRequirement(e.Key, op, e.Values); err == nil {
-			s = s.Add(*r)
+		op, ok := map[string]selection.Operator{"In": selection.In, "NotIn": selection.NotIn, "Exists": selection.Exists, "DoesNotExist": selection.DoesNotExist}[e.Operator]
+		if !ok {
+			return labels.Nothing()
 		}
+		r, err := labels.NewRequirement(e.Key, op, e.Values)
+		if err != nil {
+			return labels.Nothing()
+		}
+		s = s.Add(*r)
 	}
 	return s
 }

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func TestCheckSite(t *testing.T) {
@@ -65,5 +67,32 @@ loadBalancer:
 				}
 			}
 		})
+	}
+}
+
+// A selector Kubernetes cannot express matches nothing: a requirement
+// dropped would widen it (a ToR sent every rack's nodes, a pool serving
+// every Service). Validation refuses such a config; this is the floor
+// beneath it.
+func TestUnparsableSelectorMatchesNothing(t *testing.T) {
+	rack1 := labels.Set{"rack": "r1", "team": "a"}
+	for name, c := range map[string]struct {
+		sel  LabelSelector
+		want bool
+	}{
+		"valid In":                   {LabelSelector{MatchExpressions: []SelectorRequirement{{Key: "rack", Operator: "In", Values: []string{"r1"}}}}, true},
+		"valid In, other rack":       {LabelSelector{MatchExpressions: []SelectorRequirement{{Key: "rack", Operator: "In", Values: []string{"r2"}}}}, false},
+		"value with a space":         {LabelSelector{MatchExpressions: []SelectorRequirement{{Key: "rack", Operator: "In", Values: []string{"rack 1"}}}}, false},
+		"NotIn with a bad value":     {LabelSelector{MatchExpressions: []SelectorRequirement{{Key: "rack", Operator: "NotIn", Values: []string{"-x"}}}}, false},
+		"unknown operator":           {LabelSelector{MatchExpressions: []SelectorRequirement{{Key: "rack", Operator: "Near", Values: []string{"r1"}}}}, false},
+		"bad key":                    {LabelSelector{MatchExpressions: []SelectorRequirement{{Key: "a b", Operator: "Exists"}}}, false},
+		"In without values":          {LabelSelector{MatchExpressions: []SelectorRequirement{{Key: "rack", Operator: "In"}}}, false},
+		"matchLabels with bad key":   {LabelSelector{MatchLabels: map[string]string{"a b": "x"}}, false},
+		"matchLabels with bad value": {LabelSelector{MatchLabels: map[string]string{"rack": "r 1"}}, false},
+		"empty":                      {LabelSelector{}, true},
+	} {
+		if got := c.sel.Selector().Matches(rack1); got != c.want {
+			t.Errorf("%s: matches %v: %v, want %v", name, rack1, got, c.want)
+		}
 	}
 }

@@ -314,6 +314,9 @@ func checkSelector(add reporter, sp *field.Path, sel *LabelSelector) {
 			if len(e.Values) == 0 {
 				add(ep.Child("values"), "operator %s needs values", e.Operator)
 			}
+			for k, v := range e.Values {
+				checkLabelValue(add, ep.Child("values").Index(k), v)
+			}
 		case "Exists", "DoesNotExist":
 			if len(e.Values) > 0 {
 				add(ep.Child("values"), "operator %s takes no values", e.Operator)
