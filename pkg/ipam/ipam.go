@@ -214,6 +214,10 @@ type Restored struct {
 	// Refused says which addresses the claim keeps although its edited
 	// spec may no longer share them; nil when none.
 	Refused error
+	// Foreign are the claimed addresses outside every pool that this CCM
+	// did not write: not taken, so never announced. Whoever may write a
+	// Service's status cannot have any address sent to the routers.
+	Foreign []netip.Addr
 }
 
 // ByHolder orders claims for Rebuild so that in a conflict the true holder
@@ -254,9 +258,13 @@ func Rebuild(pools []config.Pool, claims []Claim) (*Allocator, []Restored) {
 	for _, c := range claims {
 		req := c.Request
 		ours[req.Service], edited[req.Service] = c.Ours, c.Ours && c.Edited
-		var kept, refusedHere []netip.Addr
+		var kept, refusedHere, foreign []netip.Addr
 		var lost, refused []string
 		for _, addr := range c.Addresses {
+			if !c.Ours && a.poolOf(addr) == nil {
+				foreign = append(foreign, addr)
+				continue
+			}
 			err := a.shareable(addr, req)
 			if err == nil {
 				kept = append(kept, addr)
@@ -296,7 +304,7 @@ func Rebuild(pools []config.Pool, claims []Claim) (*Allocator, []Restored) {
 				}
 			}
 		}
-		r := Restored{Service: req.Service, Kept: kept}
+		r := Restored{Service: req.Service, Kept: kept, Foreign: foreign}
 		if len(lost) > 0 {
 			r.Lost = errors.New(strings.Join(lost, "; "))
 		}

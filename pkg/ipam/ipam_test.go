@@ -530,3 +530,33 @@ func TestByHolder(t *testing.T) {
 		})
 	}
 }
+
+// TestRebuildTakesNoForeignAddress: whoever may write a Service's status
+// could otherwise have any address announced. An address outside every
+// pool is kept only if this CCM wrote it (a pool edit left it outside);
+// one another writer put there is refused, said in Foreign, and the
+// Service's addresses inside a pool are kept.
+func TestRebuildTakesNoForeignAddress(t *testing.T) {
+	ps := pools(t, `  - {name: p, addresses: [192.0.2.0/28]}`)
+	for _, tc := range []struct {
+		name          string
+		ours          bool
+		addrs         []netip.Addr
+		kept, foreign []netip.Addr
+	}{
+		{"another writer's address outside every pool", false, addrs("198.51.100.7"), nil, addrs("198.51.100.7")},
+		{"another writer's address in a pool", false, addrs("192.0.2.3"), addrs("192.0.2.3"), nil},
+		{"another writer's addresses, one outside", false, addrs("192.0.2.3", "198.51.100.7"), addrs("192.0.2.3"), addrs("198.51.100.7")},
+		{"ours, left outside by a pool edit", true, addrs("198.51.100.7"), addrs("198.51.100.7"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			alloc, restored := Rebuild(ps, []Claim{{Request: v4("a"), Addresses: tc.addrs, Ours: tc.ours}})
+			if got := alloc.Addresses("default/a"); !slices.Equal(got, tc.kept) {
+				t.Errorf("kept %v, want %v", got, tc.kept)
+			}
+			if got := restored[0].Foreign; !slices.Equal(got, tc.foreign) {
+				t.Errorf("refused as foreign %v, want %v", got, tc.foreign)
+			}
+		})
+	}
+}

@@ -328,6 +328,11 @@ func (b *balancer) derive(leading bool) {
 			// the Service (SyncLoadBalancerFailed).
 			klog.ErrorS(r.Refused, "Service edited so that it may no longer share its address; it keeps it, and so do the others", "service", klog.KObj(svc), "kept", r.Kept)
 		}
+		if len(r.Foreign) > 0 && leading {
+			b.report.Event(report.Problem{Reason: "AddressNotInPool", Object: report.Service(svc.Namespace, svc.Name),
+				Log: "Service status names an address outside every pool that this CCM did not write; it is not announced", LogValues: []any{"addresses", r.Foreign},
+				Message: fmt.Sprintf("status.loadBalancer.ingress names %v, outside every pool of loadBalancer.pools and not written by this CCM: it is not announced, and the Service gets an address of a pool", r.Foreign)})
+		}
 		if len(r.Kept) == 0 {
 			continue
 		}

@@ -219,7 +219,7 @@ func TestBFD(t *testing.T) {
 	for _, r := range replicas {
 		logFrom = append(logFrom, r.LogSize())
 	}
-	forged := []byte{0x20 | 7, 1 << 6, 3, 24, 0, 0, 0x5e, 0xed, 0, 0, 0, 0, 0, 0, 0x27, 0x10, 0, 0, 0x27, 0x10, 0, 0, 0, 0}
+	forged := []byte{0x20, 1 << 6, 3, 24, 0, 0, 0x5e, 0xed, 0, 0, 0, 0, 0, 0, 0x27, 0x10, 0, 0, 0x27, 0x10, 0, 0, 0, 0}
 	var spoofers []*net.UDPConn
 	if err := router.Do(func() error {
 		for _, h := range cps {

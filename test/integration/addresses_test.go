@@ -207,3 +207,44 @@ func TestARefusedShareSurvivesARestart(t *testing.T) {
 	})
 	s.waitRoute(shared[0]+"/32", "203.0.113.71")
 }
+
+// Whoever may write a Service's status cannot have any address announced:
+// an address outside every pool that another writer put in the status is
+// not sent to the router at the next start (the leader derives its
+// allocations from the status, as a standby does at every convergence);
+// the Service is told, and gets an address of a pool.
+func TestForeignStatusAddressIsNotAnnounced(t *testing.T) {
+	const ns, foreign = "lb-foreign", "198.51.100.99"
+	ctx := context.Background()
+	s := newLBSite(t, ns)
+	lbNode(t, "foreign-1", true, 62)
+	ccm := s.startCCM("ccm")
+	createLBService(t, ns, "web", nil)
+	waitIngress(t, ns, "web", 1)
+	ccm.Kill()
+
+	svcs := suite.Cluster.Admin.CoreV1().Services(ns)
+	web, err := svcs.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: foreign}}
+	if _, err := svcs.UpdateStatus(ctx, web, metav1.UpdateOptions{FieldManager: "another-tool"}); err != nil {
+		t.Fatal(err)
+	}
+
+	s.startCCM("ccm-restarted")
+	warned(t, ns, "web", "AddressNotInPool", foreign)
+	framework.Eventually(t, waitTimeout, "web has an address of a pool", func() (bool, string) {
+		got := ingress(t, ns, "web")
+		return len(got) == 1 && strings.HasPrefix(got[0], "192.0.2."), strings.Join(got, ",")
+	})
+	s.waitRoute(ingress(t, ns, "web")[0]+"/32", "203.0.113.62")
+	rib, err := s.peer.RIB("ipv4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hops, ok := rib[foreign+"/32"]; ok {
+		t.Errorf("the router was sent %s (another writer's status) via %v", foreign, hops)
+	}
+}
