@@ -8,9 +8,11 @@
 package desired
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
@@ -106,12 +108,25 @@ func Compute(in Input) *State {
 	}
 	var previous map[netip.Addr]*VIP // indexed only if a pool went
 	all := byFamily(st.Carrying)
-	for _, s := range in.Services {
+	// A VIP several Services share is one VIP, announced as the first of
+	// them by namespace and name says: never as the order they came in
+	// (a map's) says, so that every replica, and every convergence, gives
+	// the same answer. They agree on the traffic policy (sharing requires
+	// it, and the caller gives a refused edit its sharers' policy).
+	services := slices.SortedFunc(slices.Values(in.Services), func(a, b Service) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	seen := map[netip.Addr]bool{}
+	for _, s := range services {
 		hops := all
 		if s.Local {
 			hops = byFamily(withEndpoints(st.Carrying, s.EndpointNodes))
 		}
 		for _, h := range s.VIPs {
+			if seen[h.Addr] {
+				continue
+			}
+			seen[h.Addr] = true
 			v := VIP{Addr: h.Addr, Namespace: s.Namespace, Name: s.Name, Pool: h.Pool, Local: s.Local}
 			if p := pools[h.Pool]; p != nil {
 				v.Announce, v.Attributes = p.Announced(lb), AttributesOf(p.BGP)

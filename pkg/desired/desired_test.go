@@ -256,3 +256,62 @@ func TestJudgeSaysWhatIsWrongWithAddresses(t *testing.T) {
 		t.Errorf("bare: %v", err)
 	}
 }
+
+// Every replica derives the same table from the same cluster, whatever
+// order the Services come in (a map's, an informer's): a VIP several
+// Services share is one VIP, announced as the first of them by namespace
+// and name says, even while they disagree (an edit refused or on its way).
+func TestSharedVIPIsTheSameInEveryOrder(t *testing.T) {
+	cfg := parse(t, "reject")
+	nodes := Judge([]*v1.Node{node("a", "10.0.0.1"), node("b", "10.0.0.2")}, inventory.New(cfg.Inventory), nil)
+	web, api, lan1, lan2, other := held("ns", "web", "10.1.0.1"), held("ns", "api", "10.1.0.1"), held("ns", "lan1", "192.168.1.200"), held("ns", "lan2", "192.168.1.200"), held("ns", "other", "10.1.0.2")
+	web.Local, web.EndpointNodes = true, map[string]bool{"b": true}
+	lan2.Local, lan2.EndpointNodes = true, map[string]bool{"b": true}
+	services := []Service{web, api, lan1, lan2, other}
+	describe := func(st *State) string {
+		var b strings.Builder
+		for _, p := range st.Paths(config.PathSelection{MaximumPaths: config.DefaultMaximumPaths}) {
+			fmt.Fprintln(&b, "bgp", p.Prefix, p.NextHops)
+		}
+		for _, v := range st.Layer2() {
+			var carriers []string
+			for _, n := range v.Carriers {
+				carriers = append(carriers, n.Name)
+			}
+			fmt.Fprintln(&b, "l2", v.Addr, v.Namespace+"/"+v.Name, carriers)
+		}
+		return b.String()
+	}
+	var want string
+	var permute func(k int)
+	permute = func(k int) {
+		if k == len(services) {
+			got := describe(Compute(Input{LoadBalancer: &cfg.LoadBalancer, Nodes: nodes, Services: slices.Clone(services)}))
+			if want == "" {
+				want = got
+				t.Logf("first order's table:\n%s", got)
+			} else if got != want {
+				var names []string
+				for _, s := range services {
+					names = append(names, s.Name)
+				}
+				t.Fatalf("Services in the order %v give\n%s\nwant (the first order's)\n%s", names, got, want)
+			}
+			return
+		}
+		for i := k; i < len(services); i++ {
+			services[k], services[i] = services[i], services[k]
+			permute(k + 1)
+			services[k], services[i] = services[i], services[k]
+		}
+	}
+	permute(0)
+	// api sorts before web: 10.1.0.1 is announced as api's (Cluster), via
+	// both nodes; lan1 before lan2: Cluster, both nodes candidates.
+	if !strings.Contains(want, "bgp 10.1.0.1/32 [10.0.0.1 10.0.0.2]\n") || strings.Count(want, "10.1.0.1/32") != 1 {
+		t.Errorf("10.1.0.1 is not announced once, as api's:\n%s", want)
+	}
+	if !strings.Contains(want, "l2 192.168.1.200 ns/lan1 [a b]\n") || strings.Count(want, "192.168.1.200") != 1 {
+		t.Errorf("192.168.1.200 is not answered once, as lan1's:\n%s", want)
+	}
+}

@@ -4,6 +4,7 @@
 package ipam
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -134,6 +135,28 @@ func (a *Allocator) Outside() []netip.Addr {
 // Addresses returns what the Service holds.
 func (a *Allocator) Addresses(service string) []netip.Addr {
 	return slices.Clone(a.byService[service])
+}
+
+// TrafficLocal is the externalTrafficPolicy an address is announced with:
+// that of the Services holding it whose edits were not refused (they
+// agree: sharing requires it), the first by name; a refused edit does not
+// move it. Every replica derives it alike, from the Services alone.
+func (a *Allocator) TrafficLocal(addr netip.Addr) bool {
+	owners := slices.SortedFunc(slices.Values(a.owners[addr]), func(x, y owner) int {
+		return cmp.Or(cmpBool(x.refused, y.refused), strings.Compare(x.service, y.service))
+	})
+	return len(owners) > 0 && owners[0].trafficLocal
+}
+
+// cmpBool orders false before true.
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case !x:
+		return -1
+	}
+	return 1
 }
 
 // PoolOf names the pool an address is in, or "".

@@ -560,3 +560,51 @@ func TestRebuildTakesNoForeignAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedPolicyEditKeepsTheSharersPolicy: two Services share an
+// address; one is edited to externalTrafficPolicy Local, which the leader
+// refuses. The address's policy stays Cluster on the leader (its refused
+// Allocate changes nothing) and on a standby or a new leader (a rebuild
+// from the statuses, in either order): every replica announces it alike.
+func TestRefusedPolicyEditKeepsTheSharersPolicy(t *testing.T) {
+	ps := pools(t, `  - {name: p, addresses: [192.0.2.0/28]}`)
+	shared := func(svc string, port int32, local bool) Request {
+		r := v4(svc)
+		r.SharingKey, r.Ports, r.TrafficLocal = "k", []Port{{"TCP", port}}, local
+		return r
+	}
+	a, b, bLocal := shared("a", 80, false), shared("b", 443, false), shared("b", 443, true)
+
+	leader := New(ps)
+	x, err := leader.Allocate(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := leader.Allocate(b); err != nil || !slices.Equal(got, x) {
+		t.Fatalf("b shares %v: %v %v", x, got, err)
+	}
+	if _, err := leader.Allocate(bLocal); err == nil {
+		t.Fatal("the edit to Local was not refused")
+	}
+	if leader.TrafficLocal(x[0]) {
+		t.Errorf("on the leader, after the refused edit, %s is Local", x[0])
+	}
+
+	for _, claims := range [][]Claim{
+		{{Request: a, Addresses: x, Ours: true}, {Request: bLocal, Addresses: x, Ours: true, Edited: true}},
+		{{Request: bLocal, Addresses: x, Ours: true, Edited: true}, {Request: a, Addresses: x, Ours: true}},
+	} {
+		standby, _ := Rebuild(ps, ByHolder(claims))
+		if standby.TrafficLocal(x[0]) {
+			t.Errorf("rebuilt from %s first, %s is Local", claims[0].Request.Service, x[0])
+		}
+	}
+	// Undone on every sharer, the policy follows: a and b both Local.
+	both := New(ps)
+	aLocal := shared("a", 80, true)
+	both.Allocate(aLocal)
+	both.Allocate(bLocal)
+	if !both.TrafficLocal(x[0]) {
+		t.Errorf("two Local sharers: %s is not Local", x[0])
+	}
+}

@@ -55,10 +55,11 @@ type balancer struct {
 	l2      *l2announcer.Announcer
 }
 
-// lbService is what the provider knows of one LoadBalancer Service.
+// lbService is what the provider knows of one LoadBalancer Service. Its
+// traffic policy is its addresses' (ipam.Allocator.TrafficLocal): a
+// refused edit of the spec does not move its next hops.
 type lbService struct {
 	namespace, name string
-	etpLocal        bool
 }
 
 func newBalancer(cfg *config.Config, inv *inventory.Inventory, r *report.Reporter) *balancer {
@@ -232,12 +233,12 @@ func (b *balancer) input() desired.Input {
 	nodes := b.judged()
 	services := make([]desired.Service, 0, len(b.services))
 	for key, s := range b.services {
-		ds := desired.Service{Namespace: s.namespace, Name: s.name, Local: s.etpLocal}
-		if s.etpLocal {
-			ds.EndpointNodes = b.cluster.endpointNodes(s.namespace, s.name)
-		}
+		ds := desired.Service{Namespace: s.namespace, Name: s.name}
 		for _, vip := range b.alloc.Addresses(key) {
 			ds.VIPs = append(ds.VIPs, desired.Held{Addr: vip, Pool: b.alloc.PoolOf(vip)})
+		}
+		if len(ds.VIPs) > 0 && b.alloc.TrafficLocal(ds.VIPs[0].Addr) {
+			ds.Local, ds.EndpointNodes = true, b.cluster.endpointNodes(s.namespace, s.name)
 		}
 		services = append(services, ds)
 	}
@@ -336,8 +337,7 @@ func (b *balancer) derive(leading bool) {
 		if len(r.Kept) == 0 {
 			continue
 		}
-		services[r.Service] = &lbService{namespace: svc.Namespace, name: svc.Name,
-			etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal}
+		services[r.Service] = &lbService{namespace: svc.Namespace, name: svc.Name}
 	}
 	b.alloc, b.services = alloc, services
 	b.countPools()

@@ -61,10 +61,7 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 		n.mu.Unlock()
 		return nil, fmt.Errorf("Service %s: %w", req.Service, err)
 	}
-	n.services[req.Service] = &lbService{
-		namespace: svc.Namespace, name: svc.Name,
-		etpLocal: svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
-	}
+	n.services[req.Service] = &lbService{namespace: svc.Namespace, name: svc.Name}
 	refusals := n.alloc.ShareRefusals(req)
 	n.countPools()
 	n.mu.Unlock()
@@ -89,10 +86,7 @@ func (c *Cloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 	}
 	n := c.lb
 	n.mu.Lock()
-	s, ok := n.services[serviceKey(svc)]
-	if ok {
-		s.etpLocal = svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
-	}
+	_, ok := n.services[serviceKey(svc)]
 	n.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("Service %s has no load balancer to update", serviceKey(svc))

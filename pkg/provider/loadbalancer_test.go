@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
@@ -351,5 +352,62 @@ func TestPoolAddressesMetric(t *testing.T) {
 	}
 	if slices.Contains(series, "spare") {
 		t.Errorf("after pool spare left the config its series remain: %v", series)
+	}
+}
+
+// Two Services share a VIP; one is edited to externalTrafficPolicy Local,
+// which the leader refuses: the VIP stays Cluster (via a, which has no
+// endpoint) on the leader, after a node change too (UpdateLoadBalancer),
+// and on a standby that derives it from the Services alone.
+func TestRefusedPolicyEditMovesNoNextHop(t *testing.T) {
+	c, _ := lbCloud(t, "")
+	c.lb.cluster.slices = discoverylisters.NewEndpointSliceLister(namespacedIndex[*discoveryv1.EndpointSlice](t, nil))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	shared := func(name string, port int32) *v1.Service {
+		svc := svcNamed("ns", name)
+		svc.Annotations = map[string]string{annotations.SharingKey: "k"}
+		svc.Spec.Ports[0].Port = port
+		return svc
+	}
+	web, api := shared("web", 80), shared("api", 443)
+	vip := ensure(t, c, web)[0]
+	if got := ensure(t, c, api); !slices.Equal(got, []string{vip}) {
+		t.Fatalf("api got %v, want to share %s", got, vip)
+	}
+	const cluster = "via [10.0.0.1] communities [4294967041]"
+	if got := pathTo(c, vip); got != cluster {
+		t.Fatalf("before the edit: %s, want %s", got, cluster)
+	}
+	edited := api.DeepCopy()
+	edited.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	if _, err := c.EnsureLoadBalancer(context.Background(), "", edited, nil); err == nil {
+		t.Fatal("the edit to Local was not refused")
+	}
+	if got := pathTo(c, vip); got != cluster {
+		t.Errorf("the leader after the refused edit: %s, want %s", got, cluster)
+	}
+	if err := c.UpdateLoadBalancer(context.Background(), "", edited, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := pathTo(c, vip); got != cluster {
+		t.Errorf("the leader after a node change: %s, want %s", got, cluster)
+	}
+
+	// A standby sees the statuses the leader wrote at t0, and api's spec
+	// edited at t0+1m.
+	ours := func(svc *v1.Service) *v1.Service {
+		svc = svc.DeepCopy()
+		svc.CreationTimestamp = metav1.NewTime(t0)
+		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: vip}}
+		return wroteIt(svc)
+	}
+	standbyWeb, standbyAPI := ours(web), ours(edited)
+	standbyAPI.ManagedFields = append(standbyAPI.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kubectl", Time: &metav1.Time{Time: t0.Add(time.Minute)}})
+	withServices(t, c, standbyWeb, standbyAPI)
+	c.lb.mu.Lock()
+	c.lb.leading.Store(false)
+	c.lb.mu.Unlock()
+	if got := pathTo(c, vip); got != cluster {
+		t.Errorf("a standby: %s, want %s", got, cluster)
 	}
 }

@@ -41,6 +41,14 @@ func lbWithStatus(name string, created time.Time, vip string) *v1.Service {
 	return svc
 }
 
+// wroteIt marks svc's status as this CCM's write, as the API server
+// records it.
+func wroteIt(svc *v1.Service) *v1.Service {
+	svc.ManagedFields = append(svc.ManagedFields, metav1.ManagedFieldsEntry{Manager: fieldManager, Subresource: "status", Time: &svc.CreationTimestamp,
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:loadBalancer":{"f:ingress":{}}}}`)}})
+	return svc
+}
+
 func withServices(t *testing.T, c *Cloud, svcs ...*v1.Service) {
 	t.Helper()
 	c.lb.cluster.svcs = corelisters.NewServiceLister(namespacedIndex(t, svcs))
@@ -68,7 +76,8 @@ func TestStandbyAnnouncesWhatTheStatusSays(t *testing.T) {
 	svcs := []*v1.Service{
 		lbWithStatus("first", t0, "10.1.0.1"),
 		lbWithStatus("copy", t0.Add(time.Minute), "10.1.0.1"), // a younger Service claiming it
-		lbWithStatus("outside", t0, "192.0.2.9"),              // kept outside the pools
+		wroteIt(lbWithStatus("outside", t0, "192.0.2.9")),     // ours, kept outside the pools
+		lbWithStatus("foreign", t0, "198.51.100.1"),           // another writer's, outside the pools: never announced
 		lbWithStatus("pending", t0, ""),                       // no address yet
 		deleting,
 	}
