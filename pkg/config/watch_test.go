@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config/configtest"
 )
 
 func TestWatcherFollowsConfigMapSwap(t *testing.T) {
-	d := &framework.ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}
+	d := &configtest.ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}
 	write := func(s string) {
 		t.Helper()
 		if err := d.Write(s); err != nil {
@@ -146,7 +146,7 @@ func TestWatcherWaitsForInPlaceWriteToSettle(t *testing.T) {
 		}
 	}
 	got := watch(t, path, initial, Settle)
-	if err := framework.WriteInPlace(path, threeMachines, []int{prefix1, prefix2}, 200*time.Millisecond); err != nil {
+	if err := configtest.WriteInPlace(path, threeMachines, []int{prefix1, prefix2}, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 
@@ -179,7 +179,7 @@ func TestWatcherWaitsForNewFileWrittenAtPath(t *testing.T) {
 	if err := os.Rename(path, path+"~"); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.WriteInPlace(path, threeMachines, []int{strings.Index(threeMachines, "  - name: b")}, 200*time.Millisecond); err != nil {
+	if err := configtest.WriteInPlace(path, threeMachines, []int{strings.Index(threeMachines, "  - name: b")}, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -230,7 +230,7 @@ func TestWatcherTakesReplacedFileAtOnce(t *testing.T) {
 }
 
 func TestWatcherReportsRevertToConfigInForce(t *testing.T) {
-	d := &framework.ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}
+	d := &configtest.ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}
 	good := "inventory:\n  machines:\n  - name: a\n"
 	if err := d.Write(good); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config/configtest"
 )
 
 // Suite is what a test package shares: the CCM binary, a control plane
@@ -154,13 +156,13 @@ func Tail(s string, lines int) string {
 type Site struct {
 	T      testing.TB
 	Suite  *Suite
-	Config *ConfigDir
+	Config *configtest.ConfigDir
 }
 
 // NewSite writes cloudConfig for a new site.
 func (s *Suite) NewSite(t testing.TB, cloudConfig string) *Site {
 	t.Helper()
-	site := &Site{T: t, Suite: s, Config: &ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}}
+	site := &Site{T: t, Suite: s, Config: &configtest.ConfigDir{Dir: t.TempDir(), File: "cloud.yaml"}}
 	site.WriteConfig(cloudConfig)
 	return site
 }

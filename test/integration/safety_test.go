@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	cloudapi "k8s.io/cloud-provider/api"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config/configtest"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
@@ -111,7 +112,7 @@ inventory:
 		ends = append(ends, strings.Index(edited, m))
 	}
 	done := make(chan error, 1)
-	go func() { done <- framework.WriteInPlace(s.Config.Path(), edited, ends, 1500*time.Millisecond) }()
+	go func() { done <- configtest.WriteInPlace(s.Config.Path(), edited, ends, 1500*time.Millisecond) }()
 	framework.Consistently(t, 9*time.Second, "no Node is deleted while the file is written", nodesAllThere(t, names...))
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -1,4 +1,7 @@
-package framework
+// Package configtest writes cloud configs the ways they reach the CCM on a
+// real site (a kubelet's ConfigMap mount, scp or an editor saving in
+// place), for the config package's tests and the integration harness.
+package configtest
 
 import (
 	"fmt"
