@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -73,9 +74,29 @@ func convertMetalLB(stdout, stderr io.Writer, in, out string, opts metallb.Optio
 		_, err = stdout.Write(res.Config)
 		return err
 	}
-	if err := os.WriteFile(out, res.Config, 0o644); err != nil {
+	// Readable by its owner alone (it may hold BGP passwords), also when
+	// it replaces a file others could read: a new file renamed over it.
+	if err := writePrivate(out, res.Config); err != nil {
 		fmt.Fprintln(stderr, err)
 		return err
 	}
 	return nil
+}
+
+// writePrivate writes data to path with mode 0600, through a file of its
+// own in the same directory renamed over path.
+func writePrivate(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

@@ -46,3 +46,40 @@ func TestConvertMetalLB(t *testing.T) {
 		t.Error("a config written despite a refusal")
 	}
 }
+
+// The converted config may hold a BGP password: it is written readable by
+// its owner alone, over a file that was readable by all too, and an
+// inline password is said to belong in a Secret.
+func TestConvertMetalLBWritesPasswordsPrivately(t *testing.T) {
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "dump.yaml")
+	peer := "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: p, namespace: metallb-system}\nspec: {addresses: [192.0.2.0/28]}\n" +
+		"---\napiVersion: metallb.io/v1beta1\nkind: BGPAdvertisement\nmetadata: {name: a, namespace: metallb-system}\n" +
+		"---\napiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: tor, namespace: metallb-system}\nspec: {myASN: 64512, peerASN: 64500, peerAddress: 192.0.2.254, password: s3cret}\n"
+	if err := os.WriteFile(dump, []byte(peer), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, existing := range []bool{false, true} {
+		out := filepath.Join(dir, "cloud.yaml")
+		os.Remove(out)
+		if existing {
+			if err := os.WriteFile(out, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		if err := convertMetalLB(&stdout, &stderr, dump, out, metallb.Options{}); err != nil {
+			t.Fatalf("%v: %s", err, stderr.String())
+		}
+		fi, err := os.Stat(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("written over an existing file %v: mode %v, want 0600 (it holds a BGP password)", existing, mode)
+		}
+		if !strings.Contains(stderr.String(), "spec.password") || !strings.Contains(stderr.String(), "passwordFile") {
+			t.Errorf("standard error %q does not say that the inline password belongs in a Secret (peers[].passwordFile)", stderr.String())
+		}
+	}
+}

@@ -449,6 +449,9 @@ func (c *converter) peer(r resource) {
 		c.refuse(r, "spec.localASN", "%d: one local AS for every peer (bgp.localASN)", s.LocalASN)
 	}
 	out := peerOut{ASN: s.PeerASN, Password: s.Password}
+	if s.Password != "" {
+		c.note(r, "spec.password", "written inline as peers[].password, readable by whoever reads the cloud config's ConfigMap: put it in a Secret, mount it into the CCM's Pod and name the file in peers[].passwordFile instead")
+	}
 	if s.DynamicASN != "" {
 		c.refuse(r, "spec.dynamicASN", "%q: give the peer's AS number (peerASN)", s.DynamicASN)
 	}
