@@ -514,7 +514,7 @@ func TestMetalLBCutOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runDocShell(t, dir, convert.Text)
+	framework.RunDocShell(t, cluster, dir, filepath.Dir(ccmBinary), convert.Text)
 	lb, err := os.ReadFile(filepath.Join(dir, "lb.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -629,7 +629,7 @@ func TestMetalLBCutOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runDocShell(t, dir, finalizers.Text)
+	framework.RunDocShell(t, cluster, dir, filepath.Dir(ccmBinary), finalizers.Text)
 	for _, s := range services {
 		svc, err := cluster.Admin.CoreV1().Services(s.ns).Get(ctx, s.name, metav1.GetOptions{})
 		if err != nil {
@@ -677,18 +677,6 @@ func checkMove(t *testing.T, what string, c *mlbClient, monitor *framework.Proce
 	}
 }
 
-// runDocShell runs a shell block of the docs in dir, with the built CCM
-// and kubectl on the PATH and the admin's kubeconfig.
-func runDocShell(t *testing.T, dir, text string) {
-	t.Helper()
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", text)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig,
-		"PATH="+filepath.Dir(ccmBinary)+":"+framework.ToolsBin()+":"+os.Getenv("PATH"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the docs' commands:\n%s\nfailed: %v\n%s", text, err, out)
-	}
-}
 
 // metallbResourceVersions are MetalLB's resources' generations (of their
 // spec: MetalLB's controller writes the pools' status, counting addresses),

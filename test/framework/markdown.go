@@ -3,8 +3,10 @@ package framework
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // Block is one fenced code block of a Markdown file: what the docs show a
@@ -88,4 +90,17 @@ func MarkdownBlock(file, heading, lang string) (Block, error) {
 		return Block{}, fmt.Errorf("docs: %s under %q has %d blocks of %s, want 1", file, heading, len(found), lang)
 	}
 	return found[0], nil
+}
+
+// RunDocShell runs text, shell commands a page of the docs gives, with
+// bash in dir against c (kubectl and the CCM's binary, in binDir, on the
+// PATH); a failure fails the test with their output.
+func RunDocShell(t *testing.T, c *Cluster, dir, binDir, text string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", text)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.AdminKubeconfig, "PATH="+binDir+":"+ToolsBin()+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the docs' commands:\n%s\nfailed: %v\n%s", text, err, out)
+	}
 }
