@@ -22,6 +22,8 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
 	"k8s.io/klog/v2"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/provider"
 )
 
@@ -45,24 +47,10 @@ var cloud *provider.Cloud
 const stopGrace = 10 * time.Second
 
 func main() {
-	opts, err := options.NewCloudControllerManagerOptions()
-	if err != nil {
-		klog.Fatalf("unable to initialize command options: %v", err)
-	}
-	// The provider is built in, so --cloud-provider may be left out.
-	opts.KubeCloudShared.CloudProvider.Name = provider.ProviderName
-
-	fss := cliflag.NamedFlagSets{}
-	pvLabel := &pvLabelOptions{Workers: 2}
-	pvLabel.AddFlags(fss.FlagSet("pv-label controller"))
-	readiness.AddFlags(fss.FlagSet("readiness"))
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	context.AfterFunc(ctx, stop) // the next signal has its default effect
 	stopping = ctx
-	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, ctx.Done())
-	command.Use = commandName
-	command.AddCommand(validateCommand(), convertMetalLBCommand())
+	command := newCommand(ctx.Done())
 	code := cli.Run(command)
 	if cloud != nil && ctx.Err() != nil {
 		klog.InfoS("Stopping: ending BGP sessions with graceful restart and telling BFD AdminDown")
@@ -75,6 +63,40 @@ func main() {
 		klog.Flush()
 	}
 	os.Exit(code)
+}
+
+// newCommand is the command line: the framework's controller manager,
+// running until stop is closed, and the subcommands.
+func newCommand(stop <-chan struct{}) *cobra.Command {
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		klog.Fatalf("unable to initialize command options: %v", err)
+	}
+	// The provider is built in, so --cloud-provider may be left out.
+	opts.KubeCloudShared.CloudProvider.Name = provider.ProviderName
+
+	fss := cliflag.NamedFlagSets{}
+	pvLabel := &pvLabelOptions{Workers: 2}
+	pvLabel.AddFlags(fss.FlagSet("pv-label controller"))
+	readiness.AddFlags(fss.FlagSet("readiness"))
+
+	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, stop)
+	command.Use = commandName
+	subcommands := []*cobra.Command{validateCommand(), convertMetalLBCommand()}
+	for _, sub := range subcommands {
+		ownHelp(sub)
+	}
+	command.AddCommand(subcommands...)
+	// cobra's completion command would inherit the framework's help,
+	// which lists flags it does not take.
+	command.CompletionOptions.DisableDefaultCmd = true
+	listCommands(command)
+	// Upstream's text says the route controller ignores it without
+	// --allocate-node-cidrs; the route controller needs it regardless.
+	if f := command.Flags().Lookup("cluster-cidr"); f != nil {
+		f.Usage = "CIDR range of the cluster's pods, both families for dual stack, comma-separated. The route controller needs it whenever the cloud config has a routes: section (it exits without it); the node IPAM uses it with --allocate-node-cidrs."
+	}
+	return command
 }
 
 // controllerInitializers is the framework's default set, each with a client
