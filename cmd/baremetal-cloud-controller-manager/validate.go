@@ -25,9 +25,12 @@ func validateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate --cloud-config FILE [--cluster-cidr CIDR,...] [--service-cluster-ip-range CIDR,...]",
 		Short: "Check a cloud config as the CCM would load it; exit 1 with every problem by field path",
-		Long: "validate parses and validates FILE with the CCM's own rules (strict fields, addresses, pools, peers, " +
-			"password files), then checks that no pool overlaps the pod or Service CIDRs given or holds an address of a listed machine. " +
-			"It prints every problem, one per line, and exits 1; 0 when the file is valid.",
+		Long: "validate parses and validates FILE with the CCM's own rules (strict fields, addresses, pools, peers), " +
+			"then what the CCM cannot check as it loads a config: that no pool overlaps the pod or Service CIDRs given or holds an address " +
+			"of a listed machine or of a peer, that every family of a pool announced over BGP has a peer and every peer is sent something. " +
+			"Password files are not read (they are the Secrets of the site, not of the pipeline). " +
+			"It prints every problem, one per line, with its field path and line, and exits 1; 0 when the file is valid. " +
+			"Warnings (a nodeSelector that matches no machine today) are printed and do not fail it.",
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,19 +67,42 @@ func validate(stdout, stderr io.Writer, path string, clusterCIDRs, serviceCIDRs 
 		}
 	}
 	data, err := os.ReadFile(path)
+	var warnings []string
 	if err != nil {
 		problems = append(problems, err.Error())
-	} else if cfg, err := config.Parse(data); err != nil {
+	} else if cfg, err := config.ParseWithoutSecrets(data); err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)
-	} else if err := cfg.CheckSite(site); err != nil {
-		problems = append(problems, strings.Split(err.Error(), "\n")...)
+	} else {
+		errs, warned := cfg.CheckSite(site)
+		if errs != nil {
+			problems = append(problems, strings.Split(errs.Error(), "\n")...)
+		}
+		for _, w := range warned {
+			warnings = append(warnings, w.Error())
+		}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", path, withLine(data, w))
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
-			fmt.Fprintf(stderr, "%s: %s\n", path, p)
+			fmt.Fprintf(stderr, "%s: %s\n", path, withLine(data, p))
 		}
 		return errInvalid
 	}
 	fmt.Fprintf(stdout, "%s: valid\n", path)
 	return nil
+}
+
+// withLine puts the line of the field a problem names after its path
+// ("bgp.peers[0].address (line 12): ..."), unless it has one.
+func withLine(data []byte, problem string) string {
+	path, rest, ok := strings.Cut(problem, ": ")
+	if !ok || strings.Contains(path, " ") || !strings.ContainsAny(path[:1], "abcdefghijklmnopqrstuvwxyz") {
+		return problem
+	}
+	if line := config.Line(data, path); line > 0 {
+		return fmt.Sprintf("%s (line %d): %s", path, line, rest)
+	}
+	return problem
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -19,7 +20,13 @@ func Load(path string) (*Config, error) {
 
 // Parse parses, defaults and validates a cloud config. Unknown fields and
 // values of the wrong type are errors that name the field path.
-func Parse(data []byte) (*Config, error) {
+func Parse(data []byte) (*Config, error) { return parse(data, true) }
+
+// ParseWithoutSecrets is Parse without reading the peers' passwordFile:
+// the validate command runs where the Secrets are not (a CI pipeline).
+func ParseWithoutSecrets(data []byte) (*Config, error) { return parse(data, false) }
+
+func parse(data []byte, readSecrets bool) (*Config, error) {
 	cfg := &Config{}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -47,7 +54,7 @@ func Parse(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("decoding: %w", err)
 	}
 	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(readSecrets); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -164,4 +171,62 @@ func yamlFields(t reflect.Type) map[string]reflect.StructField {
 		fields[name] = f
 	}
 	return fields
+}
+
+// Line is the line of data (a cloud config) that the field path (as the
+// errors name it: "bgp.peers[0].address", a map key as [key] or ["key"])
+// leads to; 0 when it leads nowhere.
+func Line(data []byte, path string) int {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return 0
+	}
+	n, line := doc.Content[0], 0
+	for path != "" {
+		var seg string
+		index := strings.HasPrefix(path, "[")
+		if index {
+			end := strings.Index(path, "]")
+			if end < 0 {
+				return 0
+			}
+			seg, path = path[1:end], path[end+1:]
+		} else {
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			seg, path = path[:end], path[end:]
+		}
+		path = strings.TrimPrefix(path, ".")
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		switch {
+		case n.Kind == yaml.SequenceNode && index:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return line
+			}
+			n = n.Content[i]
+			line = n.Line
+		case n.Kind == yaml.MappingNode:
+			if unquoted, err := strconv.Unquote(seg); index && err == nil {
+				seg = unquoted
+			}
+			found := false
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == seg {
+					line, n, found = n.Content[i].Line, n.Content[i+1], true
+					break
+				}
+			}
+			if !found {
+				return line
+			}
+		default:
+			return line
+		}
+	}
+	return line
 }

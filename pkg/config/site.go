@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -16,17 +18,32 @@ type Site struct {
 	ClusterCIDRs, ServiceCIDRs []netip.Prefix
 }
 
-// CheckSite reports, by field path, every pool address range that overlaps
-// the pod or Service CIDRs or holds an address of a listed machine (a VIP
-// equal to a node's address would take that node's traffic), and the pod
-// and Service CIDRs overlapping each other. The config must have passed
-// Validate.
-func (c *Config) CheckSite(s Site) error {
+// CheckSite reports, by field path, what the CCM cannot check when it
+// loads a config because it is the site's, or across fields: errors for
+// what can never work (a pool address range that overlaps the pod or
+// Service CIDRs or holds an address of a listed machine, where a VIP
+// would take that node's traffic; a family of a BGP pool no peer takes; a
+// peer sent nothing; a peer inside a pool), warnings for what may be
+// meant (a nodeSelector that matches no machine of the inventory today).
+// The config must have passed Validate.
+func (c *Config) CheckSite(s Site) (problems error, warnings []error) {
 	var errs []error
 	add := func(p *field.Path, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...)))
 	}
-	for i, pool := range c.LoadBalancer.Pools {
+	warn := func(p *field.Path, format string, args ...any) {
+		warnings = append(warnings, fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...)))
+	}
+	lb := &c.LoadBalancer
+	takes := map[string]bool{} // address family -> some peer takes it
+	for _, p := range c.BGP.Peers {
+		for _, f := range p.AddressFamilies {
+			takes[f] = true
+		}
+	}
+	bgpFamilies := map[string]bool{} // families of the pools announced over BGP
+	for i, pool := range lb.Pools {
+		overBGP := pool.Announced(lb) == AnnounceBGP
 		for j, a := range pool.Addresses {
 			r, err := ParseAddressRange(a)
 			if err != nil {
@@ -50,6 +67,38 @@ func (c *Config) CheckSite(s Site) error {
 					}
 				}
 			}
+			for k, p := range c.BGP.Peers {
+				if ip, err := netip.ParseAddr(p.Address); err == nil && r.Contains(ip) {
+					add(field.NewPath("bgp", "peers").Index(k).Child("address"), "%q is in pool %q (%s): a VIP would be the router's own address", p.Address, pool.Name, ap)
+				}
+			}
+			family := familyOf(r.First)
+			if overBGP {
+				bgpFamilies[family] = true
+				if len(c.BGP.Peers) > 0 && !takes[family] {
+					add(ap, "%q is announced over BGP, but no peer in bgp.peers takes %s", a, family)
+				}
+			}
+		}
+	}
+	for k, p := range c.BGP.Peers {
+		pp := field.NewPath("bgp", "peers").Index(k)
+		sent := c.Routes != nil
+		for _, f := range p.AddressFamilies {
+			sent = sent || bgpFamilies[f]
+		}
+		if !sent {
+			add(pp.Child("addressFamilies"), "%s only, and no pool announced over BGP has an address of that family and there is no routes section: the peer is sent nothing", strings.Join(p.AddressFamilies, ", "))
+		}
+		if p.NodeSelector != nil {
+			sel := p.NodeSelector.Selector()
+			matched := false
+			for i := range c.Inventory.Machines {
+				matched = matched || sel.Matches(labels.Set(c.Inventory.Machines[i].SelectorLabels()))
+			}
+			if !matched {
+				warn(pp.Child("nodeSelector"), "matches no machine of the inventory (%s): the peer is sent no VIP", sel)
+			}
 		}
 	}
 	for _, p := range s.ClusterCIDRs {
@@ -59,7 +108,15 @@ func (c *Config) CheckSite(s Site) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(errs...), warnings
+}
+
+// familyOf is the BGP address family of an address.
+func familyOf(a netip.Addr) string {
+	if a.Is4() {
+		return FamilyIPv4
+	}
+	return FamilyIPv6
 }
 
 func prefixRange(p netip.Prefix) AddressRange {

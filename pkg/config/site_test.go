@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,7 +53,7 @@ loadBalancer:
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = cfg.CheckSite(c.site)
+			err, _ = cfg.CheckSite(c.site)
 			if len(c.want) == 0 {
 				if err != nil {
 					t.Fatalf("want valid, got %v", err)
@@ -94,5 +96,61 @@ func TestUnparsableSelectorMatchesNothing(t *testing.T) {
 		if got := c.sel.Selector().Matches(rack1); got != c.want {
 			t.Errorf("%s: matches %v: %v, want %v", name, rack1, got, c.want)
 		}
+	}
+}
+
+// What can never work is an error; what may be intended (a selector that
+// matches no machine today) a warning; each names its field path.
+func TestCheckSiteFamiliesAndPeers(t *testing.T) {
+	const base = `
+inventory:
+  machines:
+  - {name: w1, zone: hall-a, labels: {rack: r1}, addresses: [{type: InternalIP, address: 10.0.0.11}]}
+loadBalancer:
+  pools:
+  - {name: p, addresses: [%s]}
+bgp:
+  localASN: 64512
+  peers:
+  - {address: %s, asn: 64500%s}
+`
+	for _, c := range []struct {
+		name              string
+		pool, peer, extra string
+		errors, warnings  []string
+	}{
+		{name: "both families, a peer of both", pool: "192.0.2.0/28, \"2001:db8::/124\"", peer: "10.0.0.1"},
+		{name: "an IPv6 pool, an IPv4-only peer", pool: "192.0.2.0/28, \"2001:db8::/124\"", peer: "10.0.0.1", extra: ", addressFamilies: [ipv4-unicast]",
+			errors: []string{`loadBalancer.pools[0].addresses[1]: "2001:db8::/124" is announced over BGP, but no peer in bgp.peers takes ipv6-unicast`}},
+		{name: "an IPv6-only peer, IPv4 pools", pool: "192.0.2.0/28", peer: "10.0.0.1", extra: ", addressFamilies: [ipv6-unicast]",
+			errors: []string{`loadBalancer.pools[0].addresses[0]: "192.0.2.0/28" is announced over BGP, but no peer in bgp.peers takes ipv4-unicast`,
+				`bgp.peers[0].addressFamilies: ipv6-unicast only, and no pool announced over BGP has an address of that family and there is no routes section: the peer is sent nothing`}},
+		{name: "a peer inside a pool", pool: "10.0.1.0/28", peer: "10.0.1.1",
+			errors: []string{`bgp.peers[0].address: "10.0.1.1" is in pool "p" (loadBalancer.pools[0].addresses[0]): a VIP would be the router's own address`}},
+		{name: "a selector matching no machine", pool: "192.0.2.0/28", peer: "10.0.0.1", extra: ", nodeSelector: {matchLabels: {rack: rakc1}}",
+			warnings: []string{`bgp.peers[0].nodeSelector: matches no machine of the inventory (rack=rakc1): the peer is sent no VIP`}},
+		{name: "a selector on the zone", pool: "192.0.2.0/28", peer: "10.0.0.1", extra: ", nodeSelector: {matchLabels: {topology.kubernetes.io/zone: hall-a}}"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(fmt.Sprintf(base, c.pool, c.peer, c.extra)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs, warnings := cfg.CheckSite(Site{})
+			var got []string
+			if errs != nil {
+				got = strings.Split(errs.Error(), "\n")
+			}
+			if !slices.Equal(got, c.errors) {
+				t.Errorf("errors %q, want %q", got, c.errors)
+			}
+			got = nil
+			for _, w := range warnings {
+				got = append(got, w.Error())
+			}
+			if !slices.Equal(got, c.warnings) {
+				t.Errorf("warnings %q, want %q", got, c.warnings)
+			}
+		})
 	}
 }

@@ -4,6 +4,8 @@
 // It is a pure package: it knows nothing of Kubernetes API objects.
 package config
 
+import "maps"
+
 // Config is the whole cloud-config file.
 type Config struct {
 	Inventory    Inventory    `yaml:"inventory"`
@@ -64,6 +66,27 @@ type Machine struct {
 	// layer 2 pools; without them the leader learns the MAC of the Node's
 	// address on the segment.
 	MACAddresses []string `yaml:"macAddresses"`
+}
+
+// SelectorLabels are the labels a peer's nodeSelector matches a machine
+// by: its inventory labels, its zone as topology.kubernetes.io/zone and
+// its region as topology.kubernetes.io/region (the defaults' once
+// SetDefaults has run).
+func (m *Machine) SelectorLabels() map[string]string {
+	return SelectorLabels(m.Labels, m.Zone, m.Region)
+}
+
+// SelectorLabels are labels with zone and region as Kubernetes names them.
+func SelectorLabels(labels map[string]string, zone, region string) map[string]string {
+	out := make(map[string]string, len(labels)+2)
+	maps.Copy(out, labels)
+	if zone != "" {
+		out["topology.kubernetes.io/zone"] = zone
+	}
+	if region != "" {
+		out["topology.kubernetes.io/region"] = region
+	}
+	return out
 }
 
 // AddressType mirrors the Kubernetes NodeAddressType values.

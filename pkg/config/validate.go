@@ -56,7 +56,11 @@ func (m *Machine) EffectiveProviderID() string {
 }
 
 // Validate reports every problem of the config, each naming its field path.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(true) }
+
+// validate is Validate; without readSecrets, the peers' password files are
+// not read.
+func (c *Config) validate(readSecrets bool) error {
 	var errs []error
 	add := func(p *field.Path, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...)))
@@ -219,7 +223,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	c.validateNetwork(add)
+	c.validateNetwork(add, readSecrets)
 	return errors.Join(errs...)
 }
 

@@ -136,7 +136,7 @@ func (p *Peer) PeerPassword() (string, error) {
 	return pw, nil
 }
 
-func (c *Config) validateNetwork(add reporter) {
+func (c *Config) validateNetwork(add reporter, readSecrets bool) {
 	lb := &c.LoadBalancer
 	lp := field.NewPath("loadBalancer")
 	switch lb.Announce {
@@ -244,7 +244,7 @@ func (c *Config) validateNetwork(add reporter) {
 		if p.Password != "" && p.PasswordFile != "" {
 			add(pp, "set password or passwordFile, not both")
 		}
-		if p.PasswordFile != "" {
+		if p.PasswordFile != "" && readSecrets {
 			if _, err := p.PeerPassword(); err != nil {
 				add(pp.Child("passwordFile"), "%v", err)
 			}

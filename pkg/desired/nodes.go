@@ -3,7 +3,6 @@ package desired
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -106,10 +105,10 @@ func judge(node *v1.Node, inv *inventory.Inventory, pins map[string]Pin) (*Node,
 	}
 	if m != nil {
 		j.Machine, j.MACs = m.Name, machineMACs(m)
-		j.Labels = inventoryLabels(m.Labels, m.Zone, m.Region)
+		j.Labels = m.SelectorLabels()
 	} else {
 		d := inv.Defaults()
-		j.Labels = inventoryLabels(nil, d.Zone, d.Region)
+		j.Labels = config.SelectorLabels(nil, d.Zone, d.Region)
 	}
 	usable, dropped := usableAddresses(addrs)
 	j.Addresses, j.IPs = usable, nodeIPs(usable)
@@ -120,18 +119,6 @@ func judge(node *v1.Node, inv *inventory.Inventory, pins map[string]Pin) (*Node,
 	msg := fmt.Sprintf("the Node's addresses %v are loopback, link-local, multicast or unspecified: no load-balancer or route traffic and no health check goes to them", dropped)
 	return j, &report.Problem{Reason: "NodeAddressNotUsable", Object: report.Node(node.Name),
 		Log: "Node addresses not used", LogValues: []any{"reason", "NodeAddressNotUsable", "detail", msg}, Message: msg}
-}
-
-func inventoryLabels(labels map[string]string, zone, region string) map[string]string {
-	out := make(map[string]string, len(labels)+2)
-	maps.Copy(out, labels)
-	if zone != "" {
-		out[v1.LabelTopologyZone] = zone
-	}
-	if region != "" {
-		out[v1.LabelTopologyRegion] = region
-	}
-	return out
 }
 
 // pinnedOf is the addresses node was initialised with; an error once they
