@@ -12,12 +12,13 @@ import (
 type Announce string
 
 const (
-	// AnnounceBGP announces every VIP over BGP from the leader.
+	// AnnounceBGP announces every VIP over BGP, from every replica.
 	AnnounceBGP Announce = "bgp"
 	// AnnounceNone only allocates addresses; something else announces them.
 	AnnounceNone Announce = "none"
 	// AnnounceL2 answers ARP and NDP for a pool's VIPs on a segment the
-	// leader shares with the nodes and the clients (per pool only).
+	// replicas share with the nodes and the clients (per pool only); every
+	// replica answers, naming the same node.
 	AnnounceL2 Announce = "l2"
 )
 
