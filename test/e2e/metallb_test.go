@@ -677,7 +677,6 @@ func checkMove(t *testing.T, what string, c *mlbClient, monitor *framework.Proce
 	}
 }
 
-
 // metallbResourceVersions are MetalLB's resources' generations (of their
 // spec: MetalLB's controller writes the pools' status, counting addresses),
 // by kind and name.
