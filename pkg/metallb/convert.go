@@ -157,7 +157,10 @@ type pool struct {
 	ref      string
 	labels   map[string]string
 	priority int
-	out      poolOut
+	// pinned: its serviceAllocation selects Services (by namespace or
+	// label), which MetalLB tries before the pools without one.
+	pinned bool
+	out    poolOut
 	// the advertisements that announce it, by kind
 	bgpBy, l2By string
 	bgp         *poolBGPOut
@@ -221,10 +224,20 @@ func (c *converter) run(objs []resource) {
 			c.refuse(r, "kind", "%q is not a MetalLB resource this converter knows", r.Kind)
 		}
 	}
-	// Pools in MetalLB's order of choice: the lowest serviceAllocation
-	// priority first, pools without one last, then by name (the CCM takes
-	// the first pool in file order that a Service may use).
+	// Pools in MetalLB's order of choice (its allocator's
+	// pinnedPoolsForService, then the rest): first the pools whose
+	// serviceAllocation selects Services, the lowest priority first and
+	// those without one after; then the pools without a serviceAllocation.
+	// Ties, which MetalLB leaves to a map's order, go by name. The CCM
+	// takes the first pool in file order that a Service may use, and skips
+	// those that do not select it, so it chooses as MetalLB does.
 	slices.SortStableFunc(c.pools, func(a, b *pool) int {
+		if a.pinned != b.pinned {
+			if a.pinned {
+				return -1
+			}
+			return 1
+		}
 		pa, pb := a.priority, b.priority
 		if (pa == 0) != (pb == 0) {
 			if pa == 0 {
@@ -292,6 +305,14 @@ func (c *converter) pool(r resource) {
 	}
 	if sa := s.ServiceAllocation; sa != nil {
 		p.priority = sa.Priority
+		p.pinned = len(sa.Namespaces) > 0 || len(sa.ServiceSelectors) > 0
+		if !p.pinned && (p.out.AutoAssign == nil || *p.out.AutoAssign) {
+			// MetalLB gives automatically only pools without a
+			// serviceAllocation, or with one that selects the Service.
+			f := false
+			p.out.AutoAssign = &f
+			c.note(r, "spec.serviceAllocation", "selects no Service (a priority alone): MetalLB never gives this pool automatically, so here it is autoAssign: false (a Service names it to get an address of it)")
+		}
 		p.out.Namespaces = sa.Namespaces
 		if len(sa.NamespaceSelectors) > 0 {
 			c.refuse(r, "spec.serviceAllocation.namespaceSelectors", "not supported: pools[].namespaces lists namespaces by name")
