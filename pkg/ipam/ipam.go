@@ -288,7 +288,9 @@ func Rebuild(pools []config.Pool, claims []Claim) (*Allocator, []Restored) {
 				foreign = append(foreign, addr)
 				continue
 			}
-			err := a.shareable(addr, req)
+			// A share the statuses show is one the site has: kept across
+			// namespaces too (MetalLB's allow-shared-ip joins them).
+			err := a.shareableSkipping(addr, req, false, true)
 			if err == nil {
 				kept = append(kept, addr)
 				continue
@@ -308,7 +310,7 @@ func Rebuild(pools []config.Pool, claims []Claim) (*Allocator, []Restored) {
 						r.Refused = errors.Join(r.Refused, fmt.Errorf("the Service keeps %s, but its spec may no longer share it with Service %s", addr, req.Service))
 					}
 				}
-				if err := a.shareableSkipping(addr, req, true); err != nil {
+				if err := a.shareableSkipping(addr, req, true, true); err != nil {
 					lost = append(lost, err.Error())
 					continue
 				}
@@ -350,12 +352,18 @@ func (a *Allocator) take(req Request, addrs []netip.Addr) {
 }
 
 // shareable says why req may not use addr, or nil if it may. A sharer
-// whose edit was refused does not count against the others holding addr.
+// whose edit was refused does not count against the others holding addr;
+// a Service that holds addr already keeps it across namespaces.
 func (a *Allocator) shareable(addr netip.Addr, req Request) error {
-	return a.shareableSkipping(addr, req, slices.Contains(a.byService[req.Service], addr))
+	held := slices.Contains(a.byService[req.Service], addr)
+	return a.shareableSkipping(addr, req, held, held)
 }
 
-func (a *Allocator) shareableSkipping(addr netip.Addr, req Request, skipRefused bool) error {
+// shareableSkipping is shareable; existing says the share exists already
+// (req holds addr, or the statuses say it does): the namespaces rule
+// (sharedAcrossNamespaces) is for new shares, and every share a site had
+// when this CCM took over (MetalLB shares across namespaces) is kept.
+func (a *Allocator) shareableSkipping(addr netip.Addr, req Request, skipRefused, existing bool) error {
 	for _, o := range a.owners[addr] {
 		if o.service == req.Service || (o.refused && skipRefused) {
 			continue
@@ -363,7 +371,7 @@ func (a *Allocator) shareableSkipping(addr netip.Addr, req Request, skipRefused 
 		if req.SharingKey == "" || o.sharingKey != req.SharingKey {
 			return fmt.Errorf("%s is in use by Service %s", addr, o.service)
 		}
-		if o.namespace != req.Namespace && !a.sharedAcrossNamespaces(addr, req.SharingKey) {
+		if o.namespace != req.Namespace && !existing && !a.sharedAcrossNamespaces(addr, req.SharingKey) {
 			return fmt.Errorf("%s is shared under key %q by Service %s of another namespace; a key joins namespaces only when its pool lists it in sharedAcrossNamespaces", addr, req.SharingKey, o.service)
 		}
 		if o.trafficLocal != req.TrafficLocal {

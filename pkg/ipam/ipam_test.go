@@ -608,3 +608,41 @@ func TestRefusedPolicyEditKeepsTheSharersPolicy(t *testing.T) {
 		t.Errorf("two Local sharers: %s is not Local", x[0])
 	}
 }
+
+// TestRebuildKeepsSharesAcrossNamespaces: MetalLB shares an address under
+// one allow-shared-ip key across namespaces; this CCM only where the pool
+// lists the key in sharedAcrossNamespaces. At takeover every share the
+// statuses show is kept (both Services keep the address, and are ensured
+// with it); a new Service of a third namespace with the key gets an
+// address of its own.
+func TestRebuildKeepsSharesAcrossNamespaces(t *testing.T) {
+	ps := pools(t, `  - {name: p, addresses: [192.0.2.0/28]}`)
+	in := func(ns, svc string, port int32) Request {
+		r := v4(svc)
+		r.Service, r.Namespace = ns+"/"+svc, ns
+		r.SharingKey, r.Ports = "dns", []Port{{"TCP", port}}
+		return r
+	}
+	udp, tcp, third := in("a", "dns-udp", 53), in("b", "dns-tcp", 54), in("c", "dns-other", 55)
+	x := addrs("192.0.2.5")
+	for _, claims := range [][]Claim{
+		{{Request: udp, Addresses: x}, {Request: tcp, Addresses: x}},
+		{{Request: tcp, Addresses: x}, {Request: udp, Addresses: x}},
+	} {
+		alloc, restored := Rebuild(ps, ByHolder(claims))
+		for _, r := range restored {
+			if !slices.Equal(r.Kept, x) || r.Lost != nil {
+				t.Errorf("%s after the takeover: kept %v, lost %v; want %v kept", r.Service, r.Kept, r.Lost, x)
+			}
+		}
+		for _, req := range []Request{udp, tcp} {
+			if got, err := alloc.Allocate(req); err != nil || !slices.Equal(got, x) {
+				t.Errorf("%s ensured after the takeover: %v %v, want %v", req.Service, got, err, x)
+			}
+		}
+		third.Requested = x
+		if got, err := alloc.Allocate(third); err == nil {
+			t.Errorf("a new Service of a third namespace took the shared address: %v", got)
+		}
+	}
+}

@@ -71,6 +71,11 @@ func Convert(dump []byte, opts Options) (*Result, error) {
 	}
 	c := &converter{opts: opts, res: &Result{}}
 	c.run(objs)
+	if len(c.pools) > 0 {
+		c.res.Notes = append(c.res.Notes, Finding{Object: "Services", Field: "metallb.io/allow-shared-ip",
+			Message: "every address Services share when the CCM takes over is kept, across namespaces too, as MetalLB shared it; " +
+				"a new share across namespaces needs its key in the pool's sharedAcrossNamespaces (within a namespace, the key is enough)"})
+	}
 	if len(c.res.Refused) > 0 {
 		return c.res, nil
 	}

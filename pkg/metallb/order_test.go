@@ -78,3 +78,14 @@ func findings(fs []Finding) []string {
 	}
 	return out
 }
+
+// The converter says what the sharing rule will be after the move.
+func TestConvertSaysTheSharingRule(t *testing.T) {
+	res, err := Convert([]byte(list(poolCR, ad(""), peerCR)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(findings(res.Notes), "\n"), "Services: metallb.io/allow-shared-ip: every address Services share when the CCM takes over is kept, across namespaces too") {
+		t.Errorf("no note on the sharing rule: %v", findings(res.Notes))
+	}
+}
