@@ -144,6 +144,11 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 		cloud = bm
 		bm.Speak(stopping, c.SharedInformers, c.VersionedClient, c.ComponentConfig.Generic.LeaderElection.RenewDeadline.Duration)
 		c.SharedInformers.Start(stopping.Done())
+		minEstablished, err := readiness.minEstablished()
+		if err != nil {
+			klog.Fatal(err)
+		}
+		bm.SetMinEstablished(minEstablished)
 		if err := serveReadiness(readiness.Address, bm.Ready, func(vip netip.Addr) any { return bm.Status(vip) }); err != nil {
 			klog.Fatal(err)
 		}

@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/provider"
 )
 
 // readinessOptions is where /readyz and /status are served: plain HTTP,
@@ -21,12 +24,24 @@ import (
 // (The secure port cannot serve /status to kubectl: the framework builds
 // its handlers, and the API server's pod proxy forwards no identity.)
 type readinessOptions struct {
-	Address string
+	Address        string
+	MinEstablished string
 }
 
 func (o *readinessOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Address, "readiness-address", o.Address,
-		"host:port to serve /readyz and /status on over plain HTTP. /readyz: 200 once this replica's table is derived from the cluster, every configured BGP peer has an established session and every layer 2 interface has its sockets open; 503 with the reason before. /status: where this replica announces each VIP and why not, as JSON (?vip= keeps one). Bind it to loopback. Empty: not served.")
+		"host:port to serve /readyz and /status on over plain HTTP. /readyz: 200 once this replica's table is derived from the cluster, at least --readiness-min-established of its BGP peers have an established session and every layer 2 interface has its sockets open; 503 with the reason before. /status: where this replica announces each VIP and why not, as JSON (?vip= keeps one). Bind it to loopback. Empty: not served.")
+	fs.StringVar(&o.MinEstablished, "readiness-min-established", provider.DefaultMinEstablished.String(),
+		"how many of its BGP peers a ready replica has established sessions with: a count (1) or a share of the configured peers, rounded up (50%, 100% for every one); at least one. A router in maintenance is down for every replica alike, and must not make them all unready.")
+}
+
+// minEstablished is --readiness-min-established, checked.
+func (o *readinessOptions) minEstablished() (intstr.IntOrString, error) {
+	v := intstr.Parse(o.MinEstablished)
+	if _, err := intstr.GetScaledValueFromIntOrPercent(&v, 100, true); err != nil || (v.Type == intstr.Int && v.IntVal < 1) {
+		return v, fmt.Errorf("--readiness-min-established %q is neither a count of at least 1 nor a share such as 50%%", o.MinEstablished)
+	}
+	return v, nil
 }
 
 // serveReadiness serves ready's answer at /readyz and status's at /status

@@ -216,7 +216,18 @@ func (a *Announcer) stopAll() {
 // before any session: no peers first, the paths, then (by the caller) its
 // peers. nil if it could not start, said on the Pod.
 func (a *Announcer) start(ctx context.Context, b config.BGP, key string) *bgp.Speaker {
-	speaker, err := bgp.Start(ctx, speakerGlobal(b), slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), a.peerStateChanged)
+	global := speakerGlobal(b)
+	a.mu.Lock()
+	others := len(a.speakers) > 0
+	a.mu.Unlock()
+	if others && global.ListenPort != 0 {
+		// One speaker holds the port (bgp.listenPort is kept from the
+		// start; a reload may split the peers into selections since). The
+		// others dial out, as every speaker does.
+		global.ListenPort = 0
+		klog.InfoS("BGP speaker of a second selection dials out only: another holds bgp.listenPort", "selection", key, "listenPort", b.ListenPort)
+	}
+	speaker, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), a.peerStateChanged)
 	if err != nil {
 		a.report.Event(report.Problem{Reason: "BGPNotStarted", Object: report.Self,
 			Log: "Starting the BGP speaker failed; VIPs are allocated but not announced", LogValues: []any{"err", err},

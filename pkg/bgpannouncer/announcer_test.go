@@ -3,9 +3,12 @@ package bgpannouncer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -367,4 +370,82 @@ func TestANewSelectionTakesOverTheSpeaker(t *testing.T) {
 	if len(a.speakers) != 1 || a.speakers["255"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != sixteen {
 		t.Errorf("after 192.0.2.1 joined the default selection: speakers %v; want the default's alone, with both peers", a.speakers)
 	}
+}
+
+// A reload that gives one of two routers sharing a speaker values of its
+// own (a selection of its own, whose table the balancer has yet to
+// compute) does not take it off its speaker: removed there, it would get
+// a Cease and no speaker until the next convergence, and the router would
+// drop this replica's paths. It stays, sent the old selection's table,
+// until its own speaker can start with its table.
+func TestARouterSplitOffKeepsItsSpeakerUntilItsOwnStarts(t *testing.T) {
+	var applied [][]string
+	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500}"), func(peers []bgp.Peer) {
+		var names []string
+		for _, p := range peers {
+			names = append(names, p.Address.String())
+		}
+		applied = append(applied, names)
+	})
+	a.setPeers(context.Background())
+	shared := a.speakers["255"]
+	if shared == nil || a.peers.speaker(netip.MustParseAddr("192.0.2.2")) != shared {
+		t.Fatalf("speakers %v: want both routers on the default selection's", a.speakers)
+	}
+	applied = nil
+	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500, maximumPaths: 4}"))
+	if got := a.peers.speaker(netip.MustParseAddr("192.0.2.2")); got != shared {
+		t.Errorf("192.0.2.2 split off into a selection with no table yet: on speaker %p, want it kept on %p until its own starts", got, shared)
+	}
+	for _, names := range applied {
+		if !slices.Contains(names, "192.0.2.2") {
+			t.Errorf("a speaker was given %v: 192.0.2.2 was taken off its speaker (a Cease to the router)", names)
+		}
+	}
+}
+
+// bgp.listenPort is kept from the start (a restart changes it), so a
+// reload can leave it set while splitting the peers into two selections:
+// the second selection's speaker must not try to bind the port the first
+// holds (it would not start at all). Only the first speaker listens; the
+// others dial out, as they do anyway.
+func TestOnlyOneSpeakerListens(t *testing.T) {
+	port := freeTCPPort(t)
+	cfg := mustParse(t, fmt.Sprintf(`
+loadBalancer:
+  pools:
+  - {name: site, addresses: [10.1.0.0/24]}
+bgp:
+  localASN: 64512
+  routerID: 127.0.0.1
+  listenPort: %d
+  listenAddresses: [127.0.0.1]
+  peers:
+  - {address: 127.0.0.2, port: %d, asn: 64500}
+  - {address: 127.0.0.3, port: %d, asn: 64500}
+`, port, freeTCPPort(t), freeTCPPort(t)))
+	// As keepStartSettings leaves it after a reload that split the peers.
+	cfg.BGP.Peers[1].MaximumPaths = 4
+	a := New(cfg, &report.Reporter{Events: (&events{}).add})
+	ctx, cancel := context.WithCancel(t.Context())
+	a.running, a.failed = ctx, map[string]bool{}
+	t.Cleanup(func() { cancel(); a.stopAll() })
+	if err := a.Apply(map[string][]bgp.Announcement{"255": nil, "4": nil}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.speakers) != 2 || len(a.failed) > 0 {
+		t.Errorf("speakers %v, failed to start %v: want both selections' speakers running", a.speakers, a.failed)
+	}
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -163,12 +163,31 @@ func (a *Announcer) setPeers(ctx context.Context) {
 		a.applyMu.Unlock()
 	}
 
+	// A peer whose new selection has no speaker and cannot start one yet
+	// (its table is computed after this reload) stays on its speaker,
+	// sent that speaker's table, until its own starts: taken off now, it
+	// would get a Cease and no speaker until the next convergence.
+	wantPeer := map[netip.Addr]bgp.Peer{}
+	for _, ps := range next {
+		for _, p := range ps {
+			wantPeer[p.Address] = p
+		}
+	}
+	startable := func(key string) bool {
+		_, hasTable := tables[key]
+		return speakers[key] != nil || (hasTable && running != nil)
+	}
+	held := map[netip.Addr]*bgp.Speaker{}
 	// Peers leave their old speakers first.
 	for key, s := range speakers {
 		var staying []bgp.Peer
 		for addr, owner := range speakerOf {
-			if owner == s && keyOf[addr] == key {
+			switch {
+			case owner != s:
+			case keyOf[addr] == key:
 				staying = append(staying, inForce[addr])
+			case wanted[addr] && !startable(keyOf[addr]):
+				staying, held[addr] = append(staying, wantPeer[addr]), s
 			}
 		}
 		if _, ok := next[key]; ok {
@@ -209,10 +228,16 @@ func (a *Announcer) setPeers(ctx context.Context) {
 				continue
 			}
 		}
-		if err := applyPeers(ctx, s, next[key]); err != nil {
+		peers := slices.Clone(next[key])
+		for addr, on := range held {
+			if on == s {
+				peers = append(peers, wantPeer[addr])
+			}
+		}
+		if err := applyPeers(ctx, s, peers); err != nil {
 			klog.ErrorS(err, "Configuring BGP peers")
 		}
-		for _, p := range next[key] {
+		for _, p := range peers {
 			applied[p.Address], owners[p.Address] = p, s
 		}
 	}

@@ -4,7 +4,11 @@
 // It is a pure package: it knows nothing of Kubernetes API objects.
 package config
 
-import "maps"
+import (
+	"maps"
+	"strconv"
+	"strings"
+)
 
 // Config is the whole cloud-config file.
 type Config struct {
@@ -39,6 +43,37 @@ type Inventory struct {
 	UnlistedNodes UnlistedNodePolicy `yaml:"unlistedNodes"`
 	Machines      []Machine          `yaml:"machines"`
 	Storage       []StorageSystem    `yaml:"storage"`
+	// MaxRemovals bounds the Nodes a shrink of the inventory deletes: a
+	// count ("3") or a share of the machines listed before ("10%", the
+	// default, at least one). More machines removed and still with a Node
+	// are all held, loudly, until the inventory lists them again or a
+	// person deletes Nodes until at most that many are left. "0" holds
+	// every removal for a person.
+	MaxRemovals string `yaml:"maxRemovals"`
+}
+
+// DefaultMaxRemovals is inventory.maxRemovals unless set.
+const DefaultMaxRemovals = "10%"
+
+// RemovalLimit is how many departed machines may have their Nodes deleted
+// when listed machines were listed before (see MaxRemovals).
+func (inv *Inventory) RemovalLimit(listed int) int {
+	v := strings.TrimSpace(inv.MaxRemovals)
+	if v == "" {
+		v = DefaultMaxRemovals
+	}
+	if pct, ok := strings.CutSuffix(v, "%"); ok {
+		p, err := strconv.Atoi(pct)
+		if err != nil {
+			return 0
+		}
+		return max(1, (listed*p+99)/100)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // Defaults apply to every machine (and unlisted Node, under "allow") that

@@ -73,6 +73,12 @@ func (c *Config) validate(readSecrets bool) error {
 	default:
 		add(root.Child("unlistedNodes"), "%q is not one of reject, allow", inv.UnlistedNodes)
 	}
+	if v := strings.TrimSpace(inv.MaxRemovals); v != "" {
+		pct, isPct := strings.CutSuffix(v, "%")
+		if n, err := strconv.Atoi(pct); err != nil || n < 0 || (isPct && n > 100) {
+			add(root.Child("maxRemovals"), "%q is neither a count (3) nor a share of the machines (10%%)", inv.MaxRemovals)
+		}
+	}
 	d := root.Child("defaults")
 	checkLabelValue(add, d.Child("zone"), inv.Defaults.Zone)
 	checkLabelValue(add, d.Child("region"), inv.Defaults.Region)

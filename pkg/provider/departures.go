@@ -59,18 +59,44 @@ func (d *departures) update(old, cur *inventory.Inventory, now time.Time) {
 }
 
 // find returns the departed machine a Node ran on, if its removal has been
-// in force for removalGrace by now.
-func (d *departures) find(keys inventory.NodeKeys, now time.Time) (*config.Machine, bool) {
+// in force for removalGrace by now and no more than limit departed
+// machines still have a Node. More than that is a shrink no site makes on
+// purpose (a generator that broke, a hall's machines dropped): every one
+// of them is held, and held says how many, until the inventory lists them
+// again or a person deletes Nodes until at most limit are left.
+func (d *departures) find(keys inventory.NodeKeys, now time.Time, limit int) (_ *config.Machine, gone bool, held int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.inv == nil {
-		return nil, false
+		return nil, false, 0
+	}
+	if len(d.gone) > limit {
+		held = len(d.gone)
 	}
 	m, ok := d.inv.FindMachine(keys)
-	if !ok || now.Sub(d.gone[m.Name].since) < removalGrace {
-		return nil, false
+	if !ok || now.Sub(d.gone[m.Name].since) < removalGrace || held > 0 {
+		return nil, false, held
 	}
-	return m, true
+	return m, true, 0
+}
+
+// held is how many departed machines are held under limit (see find): 0
+// when no more than limit are recorded.
+func (d *departures) held(limit int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.gone) > limit {
+		return len(d.gone)
+	}
+	return 0
+}
+
+// count is how many departed machines are recorded (with a Node, once
+// keep has run).
+func (d *departures) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.gone)
 }
 
 // keep forgets the departed machines no Node in nodes runs on: once its

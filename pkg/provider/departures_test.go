@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestDepartures(t *testing.T) {
 			now = t0.Add(time.Duration(i) * time.Second)
 			d.update(tt.steps[i-1], tt.steps[i], now)
 		}
-		_, gone := d.find(tt.keys, now.Add(tt.at))
+		_, gone, _ := d.find(tt.keys, now.Add(tt.at), 100)
 		if gone != tt.gone {
 			t.Errorf("%s: departed = %v, want %v", tt.name, gone, tt.gone)
 		}
@@ -63,7 +64,7 @@ func TestInstanceExistsOnlyFalseForRemovedMachines(t *testing.T) {
 	initialisedNode := node("a", "baremetal://a")
 	uninitialised := node("b", "")
 	uninitialised.Spec.Taints = []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Effect: v1.TaintEffectNoSchedule}}
-	cfg, err := config.Parse([]byte("inventory:\n  machines:\n  - name: z\n"))
+	cfg, err := config.Parse([]byte("inventory:\n  maxRemovals: \"2\"\n  machines:\n  - name: z\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +102,65 @@ func TestDeparturesAreForgottenWithTheirNodes(t *testing.T) {
 	if _, ok := d.gone["b"]; ok {
 		t.Error("b, which no Node runs on, is still recorded")
 	}
-	if _, ok := d.find(inventory.NodeKeys{Name: "a", ProviderID: "baremetal://a"}, time.Now().Add(removalGrace)); !ok {
+	if _, ok, _ := d.find(inventory.NodeKeys{Name: "a", ProviderID: "baremetal://a"}, time.Now().Add(removalGrace), 1); !ok {
 		t.Error("a, whose Node is still there, was forgotten")
 	}
 	d.keep(nil)
 	if len(d.gone) != 0 {
 		t.Errorf("%d departed machines kept with no Node", len(d.gone))
+	}
+}
+
+// A shrink of the inventory that would delete more Nodes than
+// inventory.maxRemovals allows (a generator that broke during a hall's
+// outage) deletes none: every departed machine's Node is held until the
+// inventory comes back, or a person deletes Nodes until at most that many
+// are left.
+func TestDeparturesBrake(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	var all []config.Machine
+	for i := range 20 {
+		all = append(all, config.Machine{Name: fmt.Sprintf("m%02d", i)})
+	}
+	keysOf := func(i int) inventory.NodeKeys {
+		return inventory.NodeKeys{ProviderID: fmt.Sprintf("baremetal://m%02d", i), Name: fmt.Sprintf("m%02d", i)}
+	}
+	for _, tc := range []struct {
+		name     string
+		removed  int // machines removed at once, from the end
+		limit    int
+		existing int // of the removed machines, how many still have a Node
+		gone     bool
+		held     int
+	}{
+		{"one removed, limit 2", 1, 2, 1, true, 0},
+		{"two removed, limit 2", 2, 2, 2, true, 0},
+		{"a hall of ten removed, limit 2", 10, 2, 10, false, 10},
+		{"a hall removed, a person deleted eight of its Nodes", 10, 2, 2, true, 0},
+		{"a hall removed, a person deleted seven", 10, 2, 3, false, 3},
+		{"limit 0: every removal waits for a person", 1, 0, 1, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d departures
+			d.update(machinesInventory(all...), machinesInventory(all[:len(all)-tc.removed]...), t0)
+			var nodes []inventory.NodeKeys
+			for i := 0; i < len(all)-tc.removed+tc.existing; i++ {
+				nodes = append(nodes, keysOf(i))
+			}
+			d.keep(nodes)
+			// The last machine removed, whose Node is still there.
+			last := len(all) - tc.removed + tc.existing - 1
+			_, gone, held := d.find(keysOf(last), t0.Add(time.Hour), tc.limit)
+			if gone != tc.gone || held != tc.held {
+				t.Errorf("departed %v, held %d; want %v, %d", gone, held, tc.gone, tc.held)
+			}
+		})
+	}
+	// The inventory back: nothing is held, nothing departed.
+	var d departures
+	d.update(machinesInventory(all...), machinesInventory(all[:10]...), t0)
+	d.update(machinesInventory(all[:10]...), machinesInventory(all...), t0.Add(time.Minute))
+	if _, gone, held := d.find(keysOf(15), t0.Add(time.Hour), 2); gone || held != 0 {
+		t.Errorf("after the inventory came back: departed %v, held %d", gone, held)
 	}
 }

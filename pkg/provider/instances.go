@@ -15,6 +15,7 @@ import (
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/desired"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
 
 // Every answer here comes from the config in force, which is always a valid
@@ -33,12 +34,44 @@ func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
 		return true, nil
 	}
 	if desired.Initialised(node) {
-		if m, ok := c.departed.find(keys, time.Now()); ok {
+		// Nodes deleted since (by the lifecycle controller, or by a
+		// person letting a held shrink go) no longer count.
+		if nodes, ok := c.lb.cluster.nodeKeys(); ok {
+			c.departed.keep(nodes)
+		}
+		limit := c.removalLimit()
+		m, ok, held := c.departed.find(keys, time.Now(), limit)
+		c.reportHeldRemovals(held, limit)
+		if ok {
 			klog.InfoS("Node's machine was removed from the inventory; it no longer exists", "node", klog.KObj(node), "machine", m.Name)
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// removalLimit is how many departed machines may have their Nodes deleted
+// (inventory.maxRemovals, of the machines listed before the shrink).
+func (c *Cloud) removalLimit() int {
+	c.lb.mu.Lock()
+	inv := c.lb.cfg.Inventory
+	c.lb.mu.Unlock()
+	return inv.RemovalLimit(len(c.inventory().Machines()) + c.departed.count())
+}
+
+// reportHeldRemovals says, on the CCM's Pod and in
+// baremetal_inventory_removals_held, that a shrink of the inventory is
+// held; and that it is not once it is let go or undone.
+func (c *Cloud) reportHeldRemovals(held, limit int) {
+	removalsHeld.Set(float64(held))
+	var problems []report.Problem
+	if held > 0 {
+		problems = append(problems, report.Problem{Reason: "InventoryRemovalsHeld", Object: report.Self,
+			Log: "More machines were removed from the inventory than inventory.maxRemovals allows; none of their Nodes is deleted", LogValues: []any{"removed", held, "maxRemovals", limit},
+			Message: fmt.Sprintf("%d machines with Nodes were removed from inventory.machines, more than inventory.maxRemovals allows (%d): none of their NotReady Nodes is deleted. If the inventory is wrong, put them back; if they are gone, delete their Nodes (kubectl delete node) until at most %d are left, or raise inventory.maxRemovals", held, limit, limit),
+			Resolved: "Machines removed from the inventory are no longer held"})
+	}
+	c.lb.report.Report("departures", problems, nil)
 }
 
 // InstanceShutdown reports whether the Node's machine is recorded as off.

@@ -28,12 +28,17 @@ var (
 		Help:           "1 if the last attempt to load the cloud config succeeded, 0 if the last good config is still in force after a failure.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	removalsHeld = metrics.NewGauge(&metrics.GaugeOpts{
+		Name:           "baremetal_inventory_removals_held",
+		Help:           "Machines removed from the inventory whose NotReady Nodes are not deleted because more were removed than inventory.maxRemovals allows; 0 when none is held.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	registerMetrics sync.Once
 )
 
 // Metrics are every metric of this provider, its announcers' included.
 func Metrics() []metrics.Registerable {
-	own := []metrics.Registerable{configReloads, configValid, vipsWithoutNextHops, endpointNodesLeftOut, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
+	own := []metrics.Registerable{configReloads, configValid, removalsHeld, vipsWithoutNextHops, endpointNodesLeftOut, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
 	return slices.Concat(own, bgpannouncer.Metrics(), bfd.Metrics(), l2announcer.Metrics())
 }
 

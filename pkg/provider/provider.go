@@ -15,6 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -75,6 +76,8 @@ type Cloud struct {
 	// stopped is closed once the load balancer has stopped: its BGP
 	// sessions ended gracefully and BFD told AdminDown.
 	stopped chan struct{}
+	// minEstablished is the readiness rule's (see Ready).
+	minEstablished intstr.IntOrString
 
 	mu        sync.Mutex
 	onReloads []func()
@@ -89,7 +92,7 @@ func New(path string) (*Cloud, error) {
 		return nil, err
 	}
 	inv := inventory.New(cfg.Inventory)
-	c := &Cloud{configPath: path, stopped: make(chan struct{})}
+	c := &Cloud{configPath: path, stopped: make(chan struct{}), minEstablished: DefaultMinEstablished}
 	c.lb = newBalancer(cfg, inv, &report.Reporter{Events: c.reportEvent, Quiet: c.quiet})
 	c.inv.Store(inv)
 	configLoaded(true)
@@ -112,6 +115,9 @@ func (c *Cloud) apply(cfg *config.Config) {
 		c.departed.keep(nodes)
 	}
 	c.inv.Store(inv)
+	// Said at the reload too: a shrink undone is no longer asked about.
+	limit := cfg.Inventory.RemovalLimit(len(inv.Machines()) + c.departed.count())
+	c.reportHeldRemovals(c.departed.held(limit), limit)
 	c.lb.reload(context.Background(), cfg, inv)
 	configLoaded(true)
 	klog.InfoS("Reloaded cloud config", "path", c.configPath, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))

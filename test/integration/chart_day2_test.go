@@ -48,7 +48,7 @@ func TestHelmChartDayTwo(t *testing.T) {
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) || pdb.Spec.MaxUnavailable == nil ||
 			*pdb.Spec.MaxUnavailable != intstr.FromInt32(1) || pdb.Spec.UnhealthyPodEvictionPolicy == nil ||
-			*pdb.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+			*pdb.Spec.UnhealthyPodEvictionPolicy != policyv1.IfHealthyBudget {
 			t.Errorf("the PodDisruptionBudget %+v does not keep all but one ready replica of %v", pdb.Spec, d.Spec.Template.Labels)
 		}
 		c := d.Spec.Template.Spec.Containers[0]
@@ -65,46 +65,71 @@ func TestHelmChartDayTwo(t *testing.T) {
 		applyDry(t, objs)
 	})
 
-	// The API server's eviction, against the chart's budget: a replica
-	// that is not ready may go (a dead router must not block a drain), a
-	// ready one may not while the budget has no disruption to give.
-	t.Run("a drain evicts a replica that is not ready, not a ready one", func(t *testing.T) {
-		const ns = "pdb-drain"
-		framework.CreateNamespace(t, suite.Cluster.Admin, ns)
-		d, objs := deployment(t, "--namespace", ns)
-		var pdb policyv1.PodDisruptionBudget
-		find(t, objs, "PodDisruptionBudget", "", &pdb)
+	// The API server's eviction, against the chart's budget, with the
+	// status the disruption controller would write (this suite runs no
+	// controller manager): a replica that is not ready may go while the
+	// others are enough, a ready one may not while the budget has no
+	// disruption to give, and when no replica is ready (a network event
+	// that took most of every replica's sessions: they still feed the
+	// routers they have) none may go.
+	t.Run("a drain evicts a replica that is not ready only while the ready ones suffice", func(t *testing.T) {
 		ctx := context.Background()
-		if _, err := suite.Cluster.Admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &pdb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range []struct {
-			name  string
-			ready corev1.ConditionStatus
-		}{{"replica-ready", corev1.ConditionTrue}, {"replica-not-ready", corev1.ConditionFalse}} {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: d.Spec.Template.Labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ccm", Image: framework.ShippedImage()}}}}
-			created, err := suite.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		for _, tc := range []struct {
+			ns         string
+			readyOther bool // the second replica is ready
+		}{{"pdb-drain", true}, {"pdb-drain-none-ready", false}} {
+			ns := tc.ns
+			framework.CreateNamespace(t, suite.Cluster.Admin, ns)
+			d, objs := deployment(t, "--namespace", ns)
+			var pdb policyv1.PodDisruptionBudget
+			find(t, objs, "PodDisruptionBudget", "", &pdb)
+			created, err := suite.Cluster.Admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &pdb, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			created.Status.Phase = corev1.PodRunning
-			created.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: p.ready}}
-			if _, err := suite.Cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			healthy := int32(0)
+			for _, p := range []struct {
+				name  string
+				ready bool
+			}{{"replica-ready", tc.readyOther}, {"replica-not-ready", false}} {
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: d.Spec.Template.Labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ccm", Image: framework.ShippedImage()}}}}
+				pc, err := suite.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				status := corev1.ConditionFalse
+				if p.ready {
+					status, healthy = corev1.ConditionTrue, healthy+1
+				}
+				pc.Status.Phase = corev1.PodRunning
+				pc.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+				if _, err := suite.Cluster.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, pc, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Two replicas, maxUnavailable 1: one must stay healthy.
+			created.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: created.Generation, ExpectedPods: 2, DesiredHealthy: 1,
+				CurrentHealthy: healthy, DisruptionsAllowed: max(healthy-1, 0)}
+			if _, err := suite.Cluster.Admin.PolicyV1().PodDisruptionBudgets(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-		}
-		// No retries: client-go would wait out the budget's 429s.
-		evict := func(name string) error {
-			return suite.Cluster.Admin.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(name).SubResource("eviction").
-				MaxRetries(0).Body(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}).Do(ctx).Error()
-		}
-		if err := evict("replica-not-ready"); err != nil {
-			t.Errorf("evicting the replica that is not ready: %v, want it evicted (unhealthyPodEvictionPolicy AlwaysAllow)", err)
-		}
-		if err := evict("replica-ready"); !apierrors.IsTooManyRequests(err) {
-			t.Errorf("evicting the ready replica with no disruption allowed: %v, want 429 from the budget", err)
+			// No retries: client-go would wait out the budget's 429s.
+			evict := func(name string) error {
+				return suite.Cluster.Admin.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(name).SubResource("eviction").
+					MaxRetries(0).Body(&policyv1.Eviction{TypeMeta: metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}).Do(ctx).Error()
+			}
+			if tc.readyOther {
+				if err := evict("replica-not-ready"); err != nil {
+					t.Errorf("evicting the replica that is not ready while the other is: %v, want it evicted", err)
+				}
+				if err := evict("replica-ready"); !apierrors.IsTooManyRequests(err) {
+					t.Errorf("evicting the ready replica with no disruption allowed: %v, want 429 from the budget", err)
+				}
+			} else if err := evict("replica-not-ready"); !apierrors.IsTooManyRequests(err) {
+				t.Errorf("evicting a replica that is not ready while no replica is: %v, want 429 from the budget (it may still feed routers)", err)
+			}
 		}
 	})
 

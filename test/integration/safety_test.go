@@ -150,8 +150,10 @@ inventory:
 	framework.Consistently(t, 12*time.Second, "a removal undone within the grace deletes nothing", nodesAllThere(t, "rm-stays", "rm-ready", "rm-gone"))
 
 	// Removed for good: the NotReady Node goes after the grace, the Ready
-	// one whose machine also left stays.
-	s.writeConfig("inventory:\n  machines:\n  - name: rm-stays\n")
+	// one whose machine also left stays. Two of three machines at once is
+	// more than the default inventory.maxRemovals (10%, at least one)
+	// lets go: the config says two are meant.
+	s.writeConfig("inventory:\n  maxRemovals: \"2\"\n  machines:\n  - name: rm-stays\n")
 	removed := time.Now()
 	framework.Consistently(t, 8*time.Second, "no Node is deleted within the grace", nodesAllThere(t, "rm-stays", "rm-ready", "rm-gone"))
 	framework.Eventually(t, waitTimeout, "the NotReady Node whose machine left is deleted", func() (bool, string) {
@@ -161,6 +163,61 @@ inventory:
 	t.Logf("rm-gone deleted %s after its machine was removed", time.Since(removed).Round(100*time.Millisecond))
 	framework.Consistently(t, 3*time.Second, "the others stay", nodesAllThere(t, "rm-stays", "rm-ready"))
 }
+
+// An inventory generator that breaks during a hall's outage drops the
+// hall's machines while their Nodes are NotReady: none is deleted (more
+// removed than inventory.maxRemovals allows), the CCM says so on its Pod
+// and in a metric; the inventory back, nothing is held. Dropped again, a
+// person deletes all but one of the Nodes by hand, and the CCM lets the
+// last go.
+func TestAShrunkInventoryDeletesNoHall(t *testing.T) {
+	hall := []string{"hall-a1", "hall-a2", "hall-a3", "hall-a4"}
+	full := "inventory:\n  machines:\n  - name: hall-b1\n"
+	for _, n := range hall {
+		full += "  - name: " + n + "\n"
+	}
+	const shrunk = "inventory:\n  machines:\n  - name: hall-b1\n"
+	s := newSite(t, full)
+	ccm := s.startCCM("ccm-hall")
+	for _, name := range append([]string{"hall-b1"}, hall...) {
+		createNode(t, nodeSpec{name: name, ready: true})
+		waitInitialized(t, name)
+	}
+	for _, name := range hall {
+		setNodeStatus(t, name, false, nil)
+	}
+	s.writeConfig(shrunk)
+	framework.Consistently(t, removalWait, "no Node of the hall is deleted", nodesAllThere(t, hall...))
+	framework.Eventually(t, waitTimeout, "the CCM says the removals are held", func() (bool, string) {
+		body := metrics(t, ccm)
+		return strings.Contains(body, "baremetal_inventory_removals_held 4") && len(events(t, "kube-system", "ccm-hall", "InventoryRemovalsHeld")) > 0,
+			"no baremetal_inventory_removals_held 4 or no InventoryRemovalsHeld Event"
+	})
+
+	s.writeConfig(full)
+	framework.Eventually(t, waitTimeout, "nothing held once the inventory is back", func() (bool, string) {
+		// A NotReady Node is asked about again within the lifecycle
+		// controller's period.
+		return strings.Contains(metrics(t, ccm), "baremetal_inventory_removals_held 0"), "still held"
+	})
+	framework.Consistently(t, 3*time.Second, "and every Node stays", nodesAllThere(t, hall...))
+
+	s.writeConfig(shrunk)
+	framework.Consistently(t, removalWait, "held again", nodesAllThere(t, hall...))
+	for _, name := range hall[:3] {
+		if out, err := suite.Cluster.Kubectl("delete", "node", name); err != nil {
+			t.Fatal(out)
+		}
+	}
+	framework.Eventually(t, waitTimeout, "the last of the hall goes once a person deleted the others", func() (bool, string) {
+		_, ok := getNode(t, hall[3])
+		return !ok, hall[3] + " still exists"
+	})
+}
+
+// removalWait is past the removal grace (10 s) and a few of the lifecycle
+// controller's periods.
+const removalWait = 20 * time.Second
 
 func TestOnlyInitialisedNodesAreNextHopsAndRouteTargets(t *testing.T) {
 	peer := framework.StartPeer(t)
