@@ -68,7 +68,7 @@ func (c *Cloud) reportHeldRemovals(held, limit int) {
 	if held > 0 {
 		problems = append(problems, report.Problem{Reason: "InventoryRemovalsHeld", Object: report.Self,
 			Log: "More machines were removed from the inventory than inventory.maxRemovals allows; none of their Nodes is deleted", LogValues: []any{"removed", held, "maxRemovals", limit},
-			Message: fmt.Sprintf("%d machines with Nodes were removed from inventory.machines, more than inventory.maxRemovals allows (%d): none of their NotReady Nodes is deleted. If the inventory is wrong, put them back; if they are gone, delete their Nodes (kubectl delete node) until at most %d are left, or raise inventory.maxRemovals", held, limit, limit),
+			Message:  fmt.Sprintf("%d machines with Nodes were removed from inventory.machines, more than inventory.maxRemovals allows (%d): none of their NotReady Nodes is deleted. If the inventory is wrong, put them back; if they are gone, delete their Nodes (kubectl delete node) until at most %d are left, or raise inventory.maxRemovals", held, limit, limit),
 			Resolved: "Machines removed from the inventory are no longer held"})
 	}
 	c.lb.report.Report("departures", problems, nil)
