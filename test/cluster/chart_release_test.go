@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +35,10 @@ import (
 // second is w1, labelled as kubeadm labels a control-plane node and peered
 // with the router. It runs no second API server, which the CCM does not
 // need; what the test needs is two replicas on two hosts at two addresses.
+// maintenanceRouter is a router of the site that is down: an address on
+// the lab's bridge that no one has.
+const maintenanceRouter = "10.252.0.250"
+
 func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	ctx := context.Background()
 	for _, n := range nodeNames() {
@@ -64,14 +69,37 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	}
 	peer(true)
 	t.Cleanup(func() { peer(false) })
+	// BFD with both replicas' hosts, as the routers page recommends: a
+	// replica's clean stop (each step of the upgrade) must tell the router
+	// AdminDown, not let BFD time out and drop its paths.
+	bfd := func(add bool) {
+		t.Helper()
+		no := map[bool]string{true: "", false: "no "}[add]
+		for _, n := range []*Node{cp, second} {
+			if out, err := lab.FRR.Vtysh("configure terminal", fmt.Sprintf("router bgp %d", RouterASN), fmt.Sprintf("%sneighbor %s bfd", no, n.IP)); err != nil {
+				t.Fatal(out)
+			}
+		}
+	}
+	bfd(true)
+	t.Cleanup(func() { bfd(false) })
 
 	_, cidrs, err := DualStack()
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The lab's config with BFD on its router, and a second router that is
+	// in maintenance (configured, never up; its address is on the lab's
+	// bridge and nobody answers for it): one router down must leave the
+	// replicas ready, or helm upgrade --wait would stall.
+	cloudConfig := strings.Replace(lab.CloudConfig(), "    gracefulRestart: {restartTime: 15s}\n",
+		"    gracefulRestart: {restartTime: 15s}\n    bfd: {}\n  - {address: "+maintenanceRouter+", asn: 64500, holdTime: 9s, connectRetryTime: 1s}\n", 1)
+	if cloudConfig == lab.CloudConfig() {
+		t.Fatal("the lab's cloud config has no peer to give BFD to")
+	}
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	text := fmt.Sprintf("k8sServiceHost: %s\nk8sServicePort: 6443\nclusterCIDR: %s\ncloudConfig:\n  inline: |\n    %s\n", cp.IP, cidrs,
-		strings.ReplaceAll(strings.TrimSpace(lab.CloudConfig()), "\n", "\n    "))
+		strings.ReplaceAll(strings.TrimSpace(cloudConfig), "\n", "\n    "))
 	if err := os.WriteFile(values, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +134,25 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	}
 	readyReplicas(t, 2, previousName)
 	noRestarts(t, "after the first install")
+	bfdUp := func(what string) {
+		t.Helper()
+		framework.Eventually(t, time.Minute, what, func() (bool, string) {
+			out, _ := lab.FRR.Vtysh("show bfd peers json")
+			var peers []struct {
+				Peer   string `json:"peer"`
+				Status string `json:"status"`
+			}
+			json.Unmarshal([]byte(out), &peers)
+			up := 0
+			for _, p := range peers {
+				if p.Status == "up" && (p.Peer == cp.IP || p.Peer == second.IP) {
+					up++
+				}
+			}
+			return up == 2, out
+		})
+	}
+	bfdUp("the router's BFD sessions with both replicas up")
 
 	// Traffic and the router's kernel table, through the upgrade.
 	const ns = "default"
@@ -147,7 +194,8 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	helm("upgrade", "ccm", filepath.Join(framework.RepoRoot(), "dist", "baremetal-cloud-controller-manager-"+strings.TrimPrefix(released[strings.LastIndex(released, ":")+1:], "v")+".tgz"),
 		"--namespace", "kube-system", "--values", values, "--wait", "--timeout", "5m")
 	readyReplicas(t, 2, released)
-	t.Logf("helm upgrade to %s rolled both replicas in %s", released, time.Since(upgraded).Round(100*time.Millisecond))
+	t.Logf("helm upgrade to %s rolled both replicas in %s, a router in maintenance and BFD on", released, time.Since(upgraded).Round(100*time.Millisecond))
+	bfdUp("the router's BFD sessions with both new replicas up")
 	time.Sleep(2 * time.Second)
 	close(stop)
 	<-stream.done
