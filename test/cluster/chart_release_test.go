@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,18 +136,7 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	bfdUp := func(what string) {
 		t.Helper()
 		framework.Eventually(t, time.Minute, what, func() (bool, string) {
-			out, _ := lab.FRR.Vtysh("show bfd peers json")
-			var peers []struct {
-				Peer   string `json:"peer"`
-				Status string `json:"status"`
-			}
-			json.Unmarshal([]byte(out), &peers)
-			up := 0
-			for _, p := range peers {
-				if p.Status == "up" && (p.Peer == cp.IP || p.Peer == second.IP) {
-					up++
-				}
-			}
+			up, out := lab.FRR.BFDUp(cp.IP, second.IP)
 			return up == 2, out
 		})
 	}

@@ -194,18 +194,7 @@ func TestBFD(t *testing.T) {
 	// With BFD, as the page gives it.
 	write(bfdConfig)
 	framework.Eventually(t, 60*time.Second, "the router's BFD sessions with both replicas up", func() (bool, string) {
-		out, _ := frr.Vtysh("show bfd peers json")
-		var peers []struct {
-			Peer   string `json:"peer"`
-			Status string `json:"status"`
-		}
-		json.Unmarshal([]byte(out), &peers)
-		up := 0
-		for _, p := range peers {
-			if p.Status == "up" {
-				up++
-			}
-		}
+		up, out := frr.BFDUp()
 		return up == len(cps), out
 	})
 	bothEstablished("both sessions after the reload to BFD")

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -166,4 +167,22 @@ func (f *FRR) Logs() string {
 		}
 	}
 	return b.String()
+}
+
+// BFDUp is how many of peers (all of the router's when none is given)
+// have a BFD session up, and what the router said.
+func (f *FRR) BFDUp(peers ...string) (int, string) {
+	out, _ := f.Vtysh("show bfd peers json")
+	var sessions []struct {
+		Peer   string `json:"peer"`
+		Status string `json:"status"`
+	}
+	json.Unmarshal([]byte(out), &sessions)
+	up := 0
+	for _, s := range sessions {
+		if s.Status == "up" && (len(peers) == 0 || slices.Contains(peers, s.Peer)) {
+			up++
+		}
+	}
+	return up, out
 }

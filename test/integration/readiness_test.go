@@ -12,6 +12,17 @@ import (
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
+// readinessSite is the readiness tests' site, less its peers.
+const readinessSite = `
+inventory:
+  unlistedNodes: allow
+loadBalancer:
+  healthCheck: {enabled: false}
+  pools:
+  - name: public
+    addresses: [192.0.2.0/28]
+`
+
 // The readiness probe the chart ships (--readiness-address, /readyz): a
 // replica turns ready only once its BGP session is established, and not
 // ready again when the router goes away. (Every replica judges its own
@@ -35,15 +46,7 @@ func TestReadinessFollowsTheBGPSessions(t *testing.T) {
 	// The config names the router's port; the router is not up yet.
 	router := startRouter("gobgpd")
 	router.Stop()
-	s := newSite(t, `
-inventory:
-  unlistedNodes: allow
-loadBalancer:
-  healthCheck: {enabled: false}
-  pools:
-  - name: public
-    addresses: [192.0.2.0/28]
-`+framework.PeerConfig(router))
+	s := newSite(t, readinessSite+framework.PeerConfig(router))
 	readyz := map[string]string{}
 	for _, name := range []string{"ready"} {
 		p, err := framework.FreePort()
@@ -122,15 +125,7 @@ func TestReadinessWithOneRouterOfTwoDown(t *testing.T) {
 	for _, r := range routers {
 		fmt.Fprintf(&peers, "  - {address: %s, port: %d, asn: 64500, holdTime: 9s, connectRetryTime: 1s}\n", r.addr, r.port)
 	}
-	s := newSite(t, `
-inventory:
-  unlistedNodes: allow
-loadBalancer:
-  healthCheck: {enabled: false}
-  pools:
-  - name: public
-    addresses: [192.0.2.0/28]
-`+peers.String())
+	s := newSite(t, readinessSite+peers.String())
 	readyz := map[string]string{}
 	for _, c := range []struct {
 		name string
