@@ -108,7 +108,6 @@ func TestAddressesAreKeptAndSharedByTheRules(t *testing.T) {
 // it, and the edited one is told and given another.
 func TestHandEditedStatusDoesNotStealAtRestart(t *testing.T) {
 	const ns = "lb-edit"
-	ctx := context.Background()
 	s := newLBSite(t, ns)
 	lbNode(t, "edit-1", true, 61)
 	ccm := s.startCCM("ccm")
@@ -118,15 +117,7 @@ func TestHandEditedStatusDoesNotStealAtRestart(t *testing.T) {
 	taken := waitIngress(t, ns, "younger", 1)[0]
 	ccm.Kill()
 
-	svcs := suite.Cluster.Admin.CoreV1().Services(ns)
-	older, err := svcs.Get(ctx, "older", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	older.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: taken}}
-	if _, err := svcs.UpdateStatus(ctx, older, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	writeStatus(t, ns, "older", taken, "")
 
 	s.startCCM("ccm-restarted")
 	warned(t, ns, "older", "AddressConflict", "claims an address another Service holds")
@@ -215,7 +206,6 @@ func TestARefusedShareSurvivesARestart(t *testing.T) {
 // the Service is told, and gets an address of a pool.
 func TestForeignStatusAddressIsNotAnnounced(t *testing.T) {
 	const ns, foreign = "lb-foreign", "198.51.100.99"
-	ctx := context.Background()
 	s := newLBSite(t, ns)
 	lbNode(t, "foreign-1", true, 62)
 	ccm := s.startCCM("ccm")
@@ -223,15 +213,7 @@ func TestForeignStatusAddressIsNotAnnounced(t *testing.T) {
 	waitIngress(t, ns, "web", 1)
 	ccm.Kill()
 
-	svcs := suite.Cluster.Admin.CoreV1().Services(ns)
-	web, err := svcs.Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	web.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: foreign}}
-	if _, err := svcs.UpdateStatus(ctx, web, metav1.UpdateOptions{FieldManager: "another-tool"}); err != nil {
-		t.Fatal(err)
-	}
+	writeStatus(t, ns, "web", foreign, "another-tool")
 
 	s.startCCM("ccm-restarted")
 	warned(t, ns, "web", "AddressNotInPool", foreign)
@@ -246,5 +228,22 @@ func TestForeignStatusAddressIsNotAnnounced(t *testing.T) {
 	}
 	if hops, ok := rib[foreign+"/32"]; ok {
 		t.Errorf("the router was sent %s (another writer's status) via %v", foreign, hops)
+	}
+}
+
+// writeStatus puts ip in the Service's status as a writer other than the
+// CCM does (a hand edit, another tool), under fieldManager ("" for
+// the client's default).
+func writeStatus(t *testing.T, ns, name, ip, fieldManager string) {
+	t.Helper()
+	ctx := context.Background()
+	svcs := suite.Cluster.Admin.CoreV1().Services(ns)
+	svc, err := svcs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
+	if _, err := svcs.UpdateStatus(ctx, svc, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		t.Fatal(err)
 	}
 }
