@@ -98,7 +98,7 @@ func validate(stdout, stderr io.Writer, path string, clusterCIDRs, serviceCIDRs 
 // ("bgp.peers[0].address (line 12): ..."), unless it has one.
 func withLine(data []byte, problem string) string {
 	path, rest, ok := strings.Cut(problem, ": ")
-	if !ok || strings.Contains(path, " ") || !strings.ContainsAny(path[:1], "abcdefghijklmnopqrstuvwxyz") {
+	if !ok || path == "" || strings.Contains(path, " ") || !strings.ContainsAny(path[:1], "abcdefghijklmnopqrstuvwxyz") {
 		return problem
 	}
 	if line := config.Line(data, path); line > 0 {

@@ -124,6 +124,7 @@ func TestParseErrors(t *testing.T) {
 			[]string{"bgp.peers[0].connectRetryTime: -1s must be whole seconds from 1s to 65535s", "bgp.peers[1].connectRetryTime: 500ms must be whole seconds"}},
 		{"bad path selection", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, maximumPaths: 256}\n  - {address: 192.0.2.2, asn: 1, maximumPaths: -1, nodeSelector: {matchExpressions: [{key: topology.kubernetes.io/zone, operator: Near}]}}\n",
 			[]string{"bgp.peers[0].maximumPaths: 256 must be from 1 to 255", "bgp.peers[1].maximumPaths: -1 must be from 1 to 255", `bgp.peers[1].nodeSelector.matchExpressions[0].operator: "Near" is not one of`}},
+		{"maxRemovals neither a count nor a share", "inventory:\n  maxRemovals: 120%\n", []string{`inventory.maxRemovals: "120%" is neither a count (3) nor a share`}},
 		{"selector values Kubernetes rejects", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, nodeSelector: {matchExpressions: [{key: rack, operator: In, values: [\"rack 1\", r2]}]}}\nloadBalancer:\n  pools:\n  - {name: a, addresses: [192.0.2.128/28], serviceSelector: {matchExpressions: [{key: team, operator: NotIn, values: [\"-x\"]}]}}\n",
 			[]string{`bgp.peers[0].nodeSelector.matchExpressions[0].values[0]: "rack 1" is not a valid label value`, `loadBalancer.pools[0].serviceSelector.matchExpressions[0].values[0]: "-x" is not a valid label value`}},
 		{"bad BFD", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, bfd: {transmitInterval: 5ms, receiveInterval: 1500us, detectMultiplier: 1}}\n  - {address: 192.0.2.2, asn: 1, ebgpMultihop: 2, bfd: {}}\n",
@@ -288,5 +289,22 @@ func TestHealthCheckDefaults(t *testing.T) {
 	off, err := Parse([]byte("loadBalancer:\n  healthCheck: {enabled: false}\n"))
 	if err != nil || off.LoadBalancer.HealthCheck.On() {
 		t.Errorf("enabled: false: %v, on %v", err, off.LoadBalancer.HealthCheck.On())
+	}
+}
+
+// inventory.maxRemovals as a count or a share of the machines listed, the
+// share rounded up and at least one.
+func TestRemovalLimit(t *testing.T) {
+	for _, c := range []struct {
+		value  string
+		listed int
+		want   int
+	}{
+		{"", 5, 1}, {"", 20, 2}, {"", 25, 3}, {"10%", 0, 1}, {"50%", 7, 4}, {"3", 100, 3}, {"0", 100, 0}, {"100%", 8, 8},
+	} {
+		inv := Inventory{MaxRemovals: c.value}
+		if got := inv.RemovalLimit(c.listed); got != c.want {
+			t.Errorf("maxRemovals %q of %d machines: %d, want %d", c.value, c.listed, got, c.want)
+		}
 	}
 }

@@ -62,18 +62,21 @@ func (inv *Inventory) RemovalLimit(listed int) int {
 	if v == "" {
 		v = DefaultMaxRemovals
 	}
-	if pct, ok := strings.CutSuffix(v, "%"); ok {
-		p, err := strconv.Atoi(pct)
-		if err != nil {
-			return 0
-		}
-		return max(1, (listed*p+99)/100)
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
+	n, share, ok := countOrShare(v)
+	switch {
+	case !ok:
 		return 0
+	case share:
+		return max(1, (listed*n+99)/100)
 	}
 	return n
+}
+
+// countOrShare reads "3" (a count) or "10%" (a share, at most 100%).
+func countOrShare(v string) (n int, share, ok bool) {
+	digits, share := strings.CutSuffix(v, "%")
+	n, err := strconv.Atoi(digits)
+	return n, share, err == nil && n >= 0 && (!share || n <= 100)
 }
 
 // Defaults apply to every machine (and unlisted Node, under "allow") that

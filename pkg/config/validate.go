@@ -74,8 +74,7 @@ func (c *Config) validate(readSecrets bool) error {
 		add(root.Child("unlistedNodes"), "%q is not one of reject, allow", inv.UnlistedNodes)
 	}
 	if v := strings.TrimSpace(inv.MaxRemovals); v != "" {
-		pct, isPct := strings.CutSuffix(v, "%")
-		if n, err := strconv.Atoi(pct); err != nil || n < 0 || (isPct && n > 100) {
+		if _, _, ok := countOrShare(v); !ok {
 			add(root.Child("maxRemovals"), "%q is neither a count (3) nor a share of the machines (10%%)", inv.MaxRemovals)
 		}
 	}

@@ -142,10 +142,13 @@ func (a *Allocator) Addresses(service string) []netip.Addr {
 // agree: sharing requires it), the first by name; a refused edit does not
 // move it. Every replica derives it alike, from the Services alone.
 func (a *Allocator) TrafficLocal(addr netip.Addr) bool {
-	owners := slices.SortedFunc(slices.Values(a.owners[addr]), func(x, y owner) int {
+	owners := a.owners[addr]
+	if len(owners) == 0 {
+		return false
+	}
+	return slices.MinFunc(owners, func(x, y owner) int {
 		return cmp.Or(cmpBool(x.refused, y.refused), strings.Compare(x.service, y.service))
-	})
-	return len(owners) > 0 && owners[0].trafficLocal
+	}).trafficLocal
 }
 
 // cmpBool orders false before true.

@@ -60,31 +60,32 @@ func (d *departures) update(old, cur *inventory.Inventory, now time.Time) {
 
 // find returns the departed machine a Node ran on, if its removal has been
 // in force for removalGrace by now and no more than limit departed
-// machines still have a Node. More than that is a shrink no site makes on
-// purpose (a generator that broke, a hall's machines dropped): every one
-// of them is held, and held says how many, until the inventory lists them
-// again or a person deletes Nodes until at most limit are left.
-func (d *departures) find(keys inventory.NodeKeys, now time.Time, limit int) (_ *config.Machine, gone bool, held int) {
+// machines are recorded (see held).
+func (d *departures) find(keys inventory.NodeKeys, now time.Time, limit int) (*config.Machine, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.inv == nil {
-		return nil, false, 0
-	}
-	if len(d.gone) > limit {
-		held = len(d.gone)
+	if d.inv == nil || d.heldLocked(limit) > 0 {
+		return nil, false
 	}
 	m, ok := d.inv.FindMachine(keys)
-	if !ok || now.Sub(d.gone[m.Name].since) < removalGrace || held > 0 {
-		return nil, false, held
+	if !ok || now.Sub(d.gone[m.Name].since) < removalGrace {
+		return nil, false
 	}
-	return m, true, 0
+	return m, true
 }
 
-// held is how many departed machines are held under limit (see find): 0
-// when no more than limit are recorded.
+// held is how many departed machines are held under limit: all of them
+// when more than limit are recorded (with a Node, once keep has run), a
+// shrink no site makes on purpose (a generator that broke, a hall's
+// machines dropped), until the inventory lists them again or a person
+// deletes Nodes until at most limit are left; else 0.
 func (d *departures) held(limit int) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.heldLocked(limit)
+}
+
+func (d *departures) heldLocked(limit int) int {
 	if len(d.gone) > limit {
 		return len(d.gone)
 	}

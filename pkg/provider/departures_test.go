@@ -51,7 +51,7 @@ func TestDepartures(t *testing.T) {
 			now = t0.Add(time.Duration(i) * time.Second)
 			d.update(tt.steps[i-1], tt.steps[i], now)
 		}
-		_, gone, _ := d.find(tt.keys, now.Add(tt.at), 100)
+		_, gone := d.find(tt.keys, now.Add(tt.at), 100)
 		if gone != tt.gone {
 			t.Errorf("%s: departed = %v, want %v", tt.name, gone, tt.gone)
 		}
@@ -102,7 +102,7 @@ func TestDeparturesAreForgottenWithTheirNodes(t *testing.T) {
 	if _, ok := d.gone["b"]; ok {
 		t.Error("b, which no Node runs on, is still recorded")
 	}
-	if _, ok, _ := d.find(inventory.NodeKeys{Name: "a", ProviderID: "baremetal://a"}, time.Now().Add(removalGrace), 1); !ok {
+	if _, ok := d.find(inventory.NodeKeys{Name: "a", ProviderID: "baremetal://a"}, time.Now().Add(removalGrace), 1); !ok {
 		t.Error("a, whose Node is still there, was forgotten")
 	}
 	d.keep(nil)
@@ -150,7 +150,8 @@ func TestDeparturesBrake(t *testing.T) {
 			d.keep(nodes)
 			// The last machine removed, whose Node is still there.
 			last := len(all) - tc.removed + tc.existing - 1
-			_, gone, held := d.find(keysOf(last), t0.Add(time.Hour), tc.limit)
+			_, gone := d.find(keysOf(last), t0.Add(time.Hour), tc.limit)
+			held := d.held(tc.limit)
 			if gone != tc.gone || held != tc.held {
 				t.Errorf("departed %v, held %d; want %v, %d", gone, held, tc.gone, tc.held)
 			}
@@ -160,7 +161,7 @@ func TestDeparturesBrake(t *testing.T) {
 	var d departures
 	d.update(machinesInventory(all...), machinesInventory(all[:10]...), t0)
 	d.update(machinesInventory(all[:10]...), machinesInventory(all...), t0.Add(time.Minute))
-	if _, gone, held := d.find(keysOf(15), t0.Add(time.Hour), 2); gone || held != 0 {
-		t.Errorf("after the inventory came back: departed %v, held %d", gone, held)
+	if _, gone := d.find(keysOf(15), t0.Add(time.Hour), 2); gone || d.held(2) != 0 {
+		t.Errorf("after the inventory came back: departed %v, held %d", gone, d.held(2))
 	}
 }

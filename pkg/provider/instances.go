@@ -15,6 +15,7 @@ import (
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/desired"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
 
@@ -34,15 +35,11 @@ func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
 		return true, nil
 	}
 	if desired.Initialised(node) {
-		// Nodes deleted since (by the lifecycle controller, or by a
-		// person letting a held shrink go) no longer count.
-		if nodes, ok := c.lb.cluster.nodeKeys(); ok {
-			c.departed.keep(nodes)
-		}
-		limit := c.removalLimit()
-		m, ok, held := c.departed.find(keys, time.Now(), limit)
-		c.reportHeldRemovals(held, limit)
-		if ok {
+		c.lb.mu.Lock()
+		cfg := c.lb.cfg.Inventory
+		c.lb.mu.Unlock()
+		limit := c.holdRemovals(cfg, inv)
+		if m, ok := c.departed.find(keys, time.Now(), limit); ok {
 			klog.InfoS("Node's machine was removed from the inventory; it no longer exists", "node", klog.KObj(node), "machine", m.Name)
 			return false, nil
 		}
@@ -50,13 +47,18 @@ func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
 	return true, nil
 }
 
-// removalLimit is how many departed machines may have their Nodes deleted
-// (inventory.maxRemovals, of the machines listed before the shrink).
-func (c *Cloud) removalLimit() int {
-	c.lb.mu.Lock()
-	inv := c.lb.cfg.Inventory
-	c.lb.mu.Unlock()
-	return inv.RemovalLimit(len(c.inventory().Machines()) + c.departed.count())
+// holdRemovals forgets the departed machines whose Nodes are gone (deleted
+// by the lifecycle controller, or by a person letting a held shrink go),
+// says whether a shrink is held, and returns how many departed machines
+// may have their Nodes deleted: cfg's maxRemovals, of the machines listed
+// before the shrink (inv's and the departed).
+func (c *Cloud) holdRemovals(cfg config.Inventory, inv *inventory.Inventory) int {
+	if nodes, ok := c.lb.cluster.nodeKeys(); ok {
+		c.departed.keep(nodes)
+	}
+	limit := cfg.RemovalLimit(len(inv.Machines()) + c.departed.count())
+	c.reportHeldRemovals(c.departed.held(limit), limit)
+	return limit
 }
 
 // reportHeldRemovals says, on the CCM's Pod and in

@@ -111,13 +111,9 @@ func (c *Cloud) apply(cfg *config.Config) {
 	cfg = c.keepStartSettings(cfg)
 	inv := inventory.New(cfg.Inventory)
 	c.departed.update(c.inventory(), inv, time.Now())
-	if nodes, ok := c.lb.cluster.nodeKeys(); ok {
-		c.departed.keep(nodes)
-	}
-	c.inv.Store(inv)
 	// Said at the reload too: a shrink undone is no longer asked about.
-	limit := cfg.Inventory.RemovalLimit(len(inv.Machines()) + c.departed.count())
-	c.reportHeldRemovals(c.departed.held(limit), limit)
+	c.holdRemovals(cfg.Inventory, inv)
+	c.inv.Store(inv)
 	c.lb.reload(context.Background(), cfg, inv)
 	configLoaded(true)
 	klog.InfoS("Reloaded cloud config", "path", c.configPath, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
