@@ -89,6 +89,9 @@ type PeerState struct {
 	// AddPath is set for an established session whose peer takes ADD-PATH
 	// (RFC 7911): it gets every next hop of a VIP, not one.
 	AddPath bool
+	// Speaker is the speaker whose session this is: a router handed from
+	// one speaker to another is reported by both for a moment.
+	Speaker *Speaker
 }
 
 // Speaker announces paths from an in-process GoBGP server.
@@ -118,6 +121,13 @@ type Speaker struct {
 type announced struct {
 	attrs Attributes
 	hops  []hop
+	// top is the highest identifier the prefix's paths have had. GoBGP
+	// gives a new path of a prefix the lowest identifier never used while
+	// the prefix lives (it frees none), and a path that takes another's
+	// place keeps that one's; keeping the same rule, the identifiers here
+	// are the ones on the wire, which a speaker taking over a router's
+	// session must send again (see Load).
+	top uint32
 }
 
 type hop struct {
@@ -204,6 +214,7 @@ func (s *Speaker) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 		ASN:         ev.Peer.State.PeerASN,
 		State:       stateName(ev.Peer.State.SessionState),
 		Established: ev.Peer.State.SessionState == bgp.BGP_FSM_ESTABLISHED,
+		Speaker:     s,
 	}
 	s.log.Info("BGP session state changed", "peer", st.Address, "asn", st.ASN, "state", st.State, "reason", ev.Peer.State.DisconnectMessage)
 	// Without ADD-PATH GoBGP sends its best path: of our paths for a
@@ -507,7 +518,8 @@ func (b *batch) flush() {
 // router replaces every path it kept as stale (FRR 8.4 sweeps at most one
 // stale path per prefix, #17372). The router sees one UPDATE, and its
 // route goes from the old set of next hops to the new one in one step.
-// Only new next hops beyond those leaving get the lowest free identifiers.
+// Only new next hops beyond those leaving get new identifiers, above any
+// the prefix has had, as GoBGP gives them on the wire.
 func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops []netip.Addr) *announced {
 	resend := !old.attrs.equal(attrs)
 	was := b.prefix(prefix, old.attrs)
@@ -515,10 +527,9 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 	if resend {
 		now = b.prefix(prefix, attrs)
 	}
-	out := &announced{attrs: attrs, hops: make([]hop, 0, len(hops))}
+	out := &announced{attrs: attrs, hops: make([]hop, 0, len(hops)), top: old.top}
 	var added []int   // indexes in out.hops still without an identifier
 	var leaving []hop // old next hops not in hops
-	used := make([]uint32, 0, len(old.hops))
 	i, j := 0, 0
 	for i < len(old.hops) || j < len(hops) {
 		switch {
@@ -531,7 +542,6 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 			j++
 		default:
 			out.hops = append(out.hops, old.hops[i])
-			used = append(used, old.hops[i].id)
 			if resend {
 				b.queue(now, old.hops[i], false)
 			}
@@ -541,7 +551,6 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 	}
 	for len(added) > 0 && len(leaving) > 0 {
 		out.hops[added[0]].id = leaving[0].id
-		used = append(used, leaving[0].id)
 		b.queue(now, out.hops[added[0]], false)
 		b.replaced++
 		added, leaving = added[1:], leaving[1:]
@@ -549,17 +558,9 @@ func (b *batch) diff(prefix netip.Prefix, old *announced, attrs Attributes, hops
 	for _, h := range leaving {
 		b.queue(was, h, true)
 	}
-	slices.Sort(used)
-	id := uint32(1)
 	for _, k := range added {
-		for len(used) > 0 && used[0] <= id {
-			if used[0] == id {
-				id++
-			}
-			used = used[1:]
-		}
-		out.hops[k].id = id
-		id++
+		out.top++
+		out.hops[k].id = out.top
 		b.queue(now, out.hops[k], false)
 	}
 	return out

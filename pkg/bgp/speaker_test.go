@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -139,5 +140,73 @@ func TestReplacedNextHopsKeepTheirIdentifiers(t *testing.T) {
 		if len(ids) != len(step.hops) || got[len(got)-1] > step.maxID {
 			t.Errorf("%s: identifiers on the wire %v (%d paths), want %d paths within 1 to %d", step.name, ids, len(ids), len(step.hops), step.maxID)
 		}
+	}
+}
+
+// The identifiers kept with the paths are those GoBGP sends: after paths
+// were withdrawn (whose identifiers GoBGP does not give again) and others
+// added. A speaker that loads another's table sends every path under the
+// same identifier, and converges from it as the other would.
+func TestALoadedTableKeepsTheWireIdentifiers(t *testing.T) {
+	start := func() *Speaker {
+		s, err := Start(t.Context(), Config{ASN: 64512, RouterID: netip.MustParseAddr("127.0.0.2")}, slog.New(slog.NewTextHandler(t.Output(), nil)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Stop(t.Context(), false) })
+		return s
+	}
+	all := addrsN(20)
+	const one, two = "192.0.2.10/32", "192.0.2.11/32"
+	table := func(a, b []netip.Addr) []Announcement {
+		return []Announcement{{Prefix: netip.MustParsePrefix(one), NextHops: a}, {Prefix: netip.MustParsePrefix(two), NextHops: b, Attributes: Attributes{Communities: []uint32{65000<<16 | 1}}}}
+	}
+	wire := func(s *Speaker) map[string]map[netip.Addr]uint32 {
+		return map[string]map[netip.Addr]uint32{one: localIDs(t, s, one), two: localIDs(t, s, two)}
+	}
+	kept := func(s *Speaker) map[string]map[netip.Addr]uint32 {
+		out := map[string]map[netip.Addr]uint32{one: {}, two: {}}
+		for prefix, a := range s.Table().prefixes {
+			for _, h := range a.hops {
+				out[prefix.String()][h.addr] = h.id
+			}
+		}
+		return out
+	}
+	old := start()
+	for _, step := range [][]Announcement{
+		table(all[0:4], all[0:2]),
+		table(all[0:2], all[0:2]),                                    // two withdrawn: 3 and 4 are not given again
+		table(append(slices.Clone(all[0:2]), all[5:7]...), all[0:3]), // two added
+		table([]netip.Addr{all[0], all[5], all[6], all[8]}, []netip.Addr{all[0], all[2]}),
+	} {
+		if _, err := old.SetPaths(step); err != nil {
+			t.Fatal(err)
+		}
+		if w, k := wire(old), kept(old); !reflect.DeepEqual(w, k) {
+			t.Fatalf("identifiers on the wire %v, kept %v", w, k)
+		}
+	}
+	if w := wire(old)[one]; w[all[5]] != 5 || w[all[8]] != 2 {
+		t.Fatalf("GoBGP gave the identifiers %v; the test expects 5 for a node added after two left, 2 for one taking the place of the node that had 2", w)
+	}
+	loaded := start()
+	if err := loaded.Load(old.Table()); err != nil {
+		t.Fatal(err)
+	}
+	if w, want := wire(loaded), wire(old); !reflect.DeepEqual(w, want) {
+		t.Errorf("the loaded speaker sends %v, want what the other sent: %v", w, want)
+	}
+	if loaded.Announced() != old.Announced() {
+		t.Errorf("the loaded speaker counts %d paths, want %d", loaded.Announced(), old.Announced())
+	}
+	next := table([]netip.Addr{all[0], all[9]}, []netip.Addr{all[3], all[2], all[4]})
+	for _, s := range []*Speaker{old, loaded} {
+		if _, err := s.SetPaths(next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w, want := wire(loaded), wire(old); !reflect.DeepEqual(w, want) {
+		t.Errorf("after the same convergence the loaded speaker sends %v, the other %v", w, want)
 	}
 }
