@@ -11,7 +11,9 @@
 // Routers are sent different paths when their peers' maximumPaths or
 // nodeSelector differ: the peers of each such selection have a speaker of
 // their own (GoBGP sends every peer of a server the same paths), with that
-// selection's table.
+// selection's table. A reload that moves a router to another selection, or
+// changes its session's settings, hands it over to another speaker
+// gracefully (see handover.go).
 package bgpannouncer
 
 import (
@@ -50,7 +52,7 @@ type Announcer struct {
 
 	mu       sync.Mutex
 	cfg      *config.Config
-	speakers map[string]*bgp.Speaker       // running, by selection key
+	speakers []*speaker                    // running
 	tables   map[string][]bgp.Announcement // what each converges to, by selection key
 	// running is the context speakers are started in while Run speaks,
 	// nil otherwise; failed are the selections whose speaker did not start
@@ -69,7 +71,20 @@ type Announcer struct {
 
 // New is an announcer for cfg, reporting to r; Run starts its speaker.
 func New(cfg *config.Config, r *report.Reporter) *Announcer {
-	return &Announcer{report: r, cfg: cfg, reloaded: make(chan struct{}, 1), peers: newPeerBook(), speakers: map[string]*bgp.Speaker{}}
+	return &Announcer{report: r, cfg: cfg, reloaded: make(chan struct{}, 1), peers: newPeerBook()}
+}
+
+// speaker is a running BGP speaker and the selection whose table it
+// announces. key and held change under both applyMu and mu.
+type speaker struct {
+	*bgp.Speaker
+	key string
+	// listens is whether it holds bgp.listenPort.
+	listens bool
+	// held is set while it announces the table of the speaker it took
+	// routers over from, until they have it (see release): Apply leaves
+	// its table alone until then.
+	held bool
 }
 
 // Speaks is whether a config has the speaker run.
@@ -98,16 +113,16 @@ func (a *Announcer) Apply(tables map[string][]bgp.Announcement) error {
 	a.applyMu.Lock()
 	a.mu.Lock()
 	a.tables = tables
-	speakers := maps.Clone(a.speakers)
+	speakers := slices.Clone(a.speakers)
 	unstarted := false
 	for key := range tables {
-		unstarted = unstarted || (speakers[key] == nil && a.running != nil && !a.failed[key])
+		unstarted = unstarted || (a.keyed(key) == nil && a.running != nil && !a.failed[key])
 	}
 	a.mu.Unlock()
 	var errs []error
-	for key, speaker := range speakers {
-		if paths, ok := tables[key]; ok {
-			errs = append(errs, a.setPaths(speaker, paths))
+	for _, s := range speakers {
+		if paths, ok := tables[s.key]; ok && !s.held {
+			errs = append(errs, a.setPaths(s.Speaker, paths))
 		}
 	}
 	a.applyMu.Unlock()
@@ -201,7 +216,7 @@ func (a *Announcer) stopAll() {
 	defer a.peers.set.Unlock()
 	a.mu.Lock()
 	speakers := a.speakers
-	a.speakers, a.running = map[string]*bgp.Speaker{}, nil
+	a.speakers, a.running = nil, nil
 	a.mu.Unlock()
 	for _, s := range speakers {
 		s.Stop(context.Background(), true)
@@ -212,13 +227,15 @@ func (a *Announcer) stopAll() {
 	a.setBFD(config.BGP{}, nil)
 }
 
-// start starts the speaker of a selection with its whole table in it
-// before any session: no peers first, the paths, then (by the caller) its
-// peers. nil if it could not start, said on the Pod.
-func (a *Announcer) start(ctx context.Context, b config.BGP, key string) *bgp.Speaker {
+// start starts a speaker of a selection with its whole table in it before
+// any session: no peers first, the paths, then (by the caller) its peers.
+// The table is the selection's, or from, the table of the speaker whose
+// routers it takes over (it is then held, see release). nil if it could
+// not start, said on the Pod.
+func (a *Announcer) start(ctx context.Context, b config.BGP, key string, from *bgp.Table) *speaker {
 	global := speakerGlobal(b)
 	a.mu.Lock()
-	others := len(a.speakers) > 0
+	others := slices.ContainsFunc(a.speakers, func(s *speaker) bool { return s.listens })
 	a.mu.Unlock()
 	if others && global.ListenPort != 0 {
 		// One speaker holds the port (bgp.listenPort is kept from the
@@ -227,7 +244,7 @@ func (a *Announcer) start(ctx context.Context, b config.BGP, key string) *bgp.Sp
 		global.ListenPort = 0
 		klog.InfoS("BGP speaker of a second selection dials out only: another holds bgp.listenPort", "selection", key, "listenPort", b.ListenPort)
 	}
-	speaker, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), a.peerStateChanged)
+	started, err := bgp.Start(ctx, global, slog.New(logr.ToSlogHandler(klog.Background().WithName("bgp"))), a.peerStateChanged)
 	if err != nil {
 		a.report.Event(report.Problem{Reason: "BGPNotStarted", Object: report.Self,
 			Log: "Starting the BGP speaker failed; VIPs are allocated but not announced", LogValues: []any{"err", err},
@@ -239,17 +256,42 @@ func (a *Announcer) start(ctx context.Context, b config.BGP, key string) *bgp.Sp
 		return nil
 	}
 	speakerNotStarted.Set(0)
+	s := &speaker{Speaker: started, key: key, listens: global.ListenPort != 0, held: from != nil}
 	// Registered under applyMu: an Apply after this one reaches it.
 	a.applyMu.Lock()
 	defer a.applyMu.Unlock()
 	a.mu.Lock()
 	paths := a.tables[key]
-	a.speakers[key] = speaker
+	a.speakers = append(a.speakers, s)
 	a.mu.Unlock()
-	if err := a.setPaths(speaker, paths); err != nil {
+	if from != nil {
+		if err := started.Load(*from); err != nil {
+			klog.ErrorS(err, "Loading the BGP paths of the speaker whose routers this one takes over")
+		}
+		return s
+	}
+	if err := a.setPaths(started, paths); err != nil {
 		klog.ErrorS(err, "Setting the first BGP paths")
 	}
-	return speaker
+	return s
+}
+
+// keyed is the speaker of key to give a new peer: one announcing the
+// key's table (not held), else any; nil if none. Called under mu.
+func (a *Announcer) keyed(key string) *speaker {
+	var held *speaker
+	for _, s := range a.speakers {
+		if s.key != key {
+			continue
+		}
+		if !s.held {
+			return s
+		}
+		if held == nil {
+			held = s
+		}
+	}
+	return held
 }
 
 // Status is what readiness is judged on, and the status page shows.

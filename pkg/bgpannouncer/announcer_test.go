@@ -66,8 +66,9 @@ func (e *events) take() []string {
 }
 
 // speaking is an announcer whose speakers (one per selection of cfg) take
-// their peers in applied.
-func speaking(t *testing.T, cfg *config.Config, applied func([]bgp.Peer)) (*Announcer, *events) {
+// their peers in applied, and stop in stopped. Speakers it starts (at a
+// hand-over) are GoBGP servers without peers or a listener.
+func speaking(t *testing.T, cfg *config.Config, applied func(*bgp.Speaker, []bgp.Peer), stopped func(*bgp.Speaker)) (*Announcer, *events) {
 	t.Helper()
 	ev := &events{}
 	a := New(cfg, &report.Reporter{Events: ev.add})
@@ -75,17 +76,22 @@ func speaking(t *testing.T, cfg *config.Config, applied func([]bgp.Peer)) (*Anno
 	a.running, a.failed = t.Context(), map[string]bool{}
 	sels, _ := cfg.BGP.Selections()
 	for _, sel := range sels {
-		a.speakers[sel.Key()] = &bgp.Speaker{} // never used: applyPeers is replaced
+		// Never asked to speak: applyPeers and stopSpeaker are replaced.
+		a.speakers = append(a.speakers, &speaker{Speaker: &bgp.Speaker{}, key: sel.Key()})
 	}
 	orig := applyPeers
-	applyPeers = func(_ context.Context, _ *bgp.Speaker, peers []bgp.Peer) error {
+	applyPeers = func(_ context.Context, s *bgp.Speaker, peers []bgp.Peer) error {
 		if applied != nil {
-			applied(peers)
+			applied(s, peers)
 		}
 		return nil
 	}
 	origStop := stopSpeaker
-	stopSpeaker = func(*bgp.Speaker) {}
+	stopSpeaker = func(s *bgp.Speaker) {
+		if stopped != nil {
+			stopped(s)
+		}
+	}
 	t.Cleanup(func() { applyPeers, stopSpeaker = orig, origStop })
 	return a, ev
 }
@@ -134,7 +140,7 @@ func TestSetPeersNeverPutsBackAStalePeerSet(t *testing.T) {
 	var mu sync.Mutex
 	var last []string
 	calls := 0
-	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500}"), func(peers []bgp.Peer) {
+	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500}"), func(_ *bgp.Speaker, peers []bgp.Peer) {
 		mu.Lock()
 		calls++
 		first := calls == 1
@@ -150,7 +156,7 @@ func TestSetPeersNeverPutsBackAStalePeerSet(t *testing.T) {
 		mu.Lock()
 		last = names
 		mu.Unlock()
-	})
+	}, nil)
 	reread := make(chan struct{})
 	go func() { a.setPeers(context.Background()); close(reread) }()
 	<-started
@@ -173,10 +179,10 @@ func TestSetPeersNeverPutsBackAStalePeerSet(t *testing.T) {
 // The series of a peer that left the config are deleted: a stale 0 would
 // fire BaremetalBGPPeerUnreachable for ever.
 func TestRemovedPeersSeriesAreDeleted(t *testing.T) {
-	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.7, asn: 64500}, {address: 192.0.2.8, asn: 64500}"), nil)
+	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.7, asn: 64500}, {address: 192.0.2.8, asn: 64500}"), nil, nil)
 	a.setPeers(context.Background())
 	for _, p := range []string{"192.0.2.7", "192.0.2.8"} {
-		a.peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr(p), State: "active"})
+		a.peerStateChanged(bgp.PeerState{Address: netip.MustParseAddr(p), State: "active", Speaker: a.peers.speaker(netip.MustParseAddr(p))})
 	}
 	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.8, asn: 64500}"))
 	got := gathered(t, "baremetal_bgp_peer_established", "baremetal_bgp_peer_state_changes_total")
@@ -241,7 +247,7 @@ func gauge(t *testing.T, name string) float64 {
 // speaker that did not start. Each is a Warning Event on the Pod and a
 // metric an alert watches.
 func TestSilentDegradationsAreSaid(t *testing.T) {
-	a, ev := speaking(t, mustParse(t, baseConfig), nil) // a BGP pool, no peers
+	a, ev := speaking(t, mustParse(t, baseConfig), nil, nil) // a BGP pool, no peers
 	a.setPeers(context.Background())
 	a.setPeers(context.Background())
 	said := ev.take()
@@ -345,62 +351,113 @@ func TestAPILossIsTheWholeGrace(t *testing.T) {
 	}
 }
 
-// A reload that changes the peers' selection hands the new selection the
-// old one's speaker: the sessions stay. A peer moving to a selection that
-// has a speaker already moves to it.
-func TestANewSelectionTakesOverTheSpeaker(t *testing.T) {
-	var applied [][]string
-	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500, maximumPaths: 4}, {address: 192.0.2.2, asn: 64500}"), func(peers []bgp.Peer) {
-		var names []string
-		for _, p := range peers {
-			names = append(names, p.Address.String())
-		}
-		applied = append(applied, names)
+// A reload that moves every router of a speaker to one other selection,
+// their sessions' settings unchanged, has the speaker announce that
+// selection's table: the sessions stay.
+func TestASpeakerWhoseRoutersAllMoveTakesTheirSelection(t *testing.T) {
+	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500, maximumPaths: 4}, {address: 192.0.2.2, asn: 64500}"), nil, func(*bgp.Speaker) {
+		t.Error("a speaker was stopped")
 	})
 	a.setPeers(context.Background())
-	four, sixteen := a.speakers["4"], a.speakers["255"]
-	if four == nil || sixteen == nil || four == sixteen {
-		t.Fatalf("speakers %v, want one for each selection", a.speakers)
+	one, two := a.peers.speaker(netip.MustParseAddr("192.0.2.1")), a.peers.speaker(netip.MustParseAddr("192.0.2.2"))
+	if one == nil || two == nil || one == two {
+		t.Fatalf("192.0.2.1 on %p, 192.0.2.2 on %p: want a speaker each", one, two)
+	}
+	keys := func() map[*bgp.Speaker]string {
+		out := map[*bgp.Speaker]string{}
+		for _, s := range a.speakers {
+			out[s.Speaker] = s.key
+		}
+		return out
 	}
 	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500, maximumPaths: 3}, {address: 192.0.2.2, asn: 64500}"))
-	if a.speakers["3"] != four || a.speakers["4"] != nil || a.speakers["255"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != four {
-		t.Errorf("after maximumPaths 4 became 3: speakers %v; want the speaker of 4 now the speaker of 3, with its peer", a.speakers)
+	if got := keys(); len(got) != 2 || got[one] != "3" || got[two] != "255" || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != one {
+		t.Errorf("after maximumPaths 4 became 3: speakers by selection %v; want 192.0.2.1's speaker now of selection 3, with its router", got)
 	}
 	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500}"))
-	if len(a.speakers) != 1 || a.speakers["255"] != sixteen || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != sixteen {
-		t.Errorf("after 192.0.2.1 joined the default selection: speakers %v; want the default's alone, with both peers", a.speakers)
+	if got := keys(); len(got) != 2 || got[one] != "255" || got[two] != "255" || a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != one {
+		t.Errorf("after 192.0.2.1 joined the default selection: speakers by selection %v; want both of it, each with its router", got)
 	}
 }
 
 // A reload that gives one of two routers sharing a speaker values of its
-// own (a selection of its own, whose table the balancer has yet to
-// compute) does not take it off its speaker: removed there, it would get
-// a Cease and no speaker until the next convergence, and the router would
-// drop this replica's paths. It stays, sent the old selection's table,
-// until its own speaker can start with its table.
-func TestARouterSplitOffKeepsItsSpeakerUntilItsOwnStarts(t *testing.T) {
-	var applied [][]string
-	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500}"), func(peers []bgp.Peer) {
+// own, or changes its session's settings, hands both routers over: their
+// speaker stops (gracefully: the routers keep its paths), and each gets a
+// new speaker of its selection loaded with the old one's table, held to
+// it until they have it. Neither router is taken off a running speaker
+// (a Cease: the router drops every path of the session at once).
+func TestARouterSplitOffIsHandedOverGracefully(t *testing.T) {
+	for _, tc := range []struct {
+		name, peers string
+		apart       bool // in different selections now
+	}{
+		{"a selection of its own", "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500, maximumPaths: 4}", true},
+		{"a new hold time", "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500, holdTime: 30s}", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			applied := map[*bgp.Speaker][]string{}
+			var stopped []*bgp.Speaker
+			a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500}"), func(s *bgp.Speaker, peers []bgp.Peer) {
+				var names []string
+				for _, p := range peers {
+					names = append(names, p.Address.String())
+				}
+				applied[s] = names
+			}, func(s *bgp.Speaker) { stopped = append(stopped, s) })
+			a.setPeers(context.Background())
+			shared := a.peers.speaker(netip.MustParseAddr("192.0.2.1"))
+			if shared == nil || a.peers.speaker(netip.MustParseAddr("192.0.2.2")) != shared {
+				t.Fatalf("want both routers on one speaker")
+			}
+			clear(applied)
+			a.SetConfig(context.Background(), withPeers(t, tc.peers))
+			if !slices.Equal(stopped, []*bgp.Speaker{shared}) {
+				t.Errorf("stopped %v, want the shared speaker %p", stopped, shared)
+			}
+			if names, ok := applied[shared]; ok {
+				t.Errorf("the shared speaker was given %v: a router taken off it gets a Cease", names)
+			}
+			one, two := a.peers.speaker(netip.MustParseAddr("192.0.2.1")), a.peers.speaker(netip.MustParseAddr("192.0.2.2"))
+			if one == nil || two == nil || (one == two) == tc.apart || one == shared || two == shared {
+				t.Fatalf("192.0.2.1 on %p, 192.0.2.2 on %p (shared %p): want new speakers, one each: %v", one, two, shared, tc.apart)
+			}
+			if tc.apart && (!slices.Equal(applied[one], []string{"192.0.2.1"}) || !slices.Equal(applied[two], []string{"192.0.2.2"})) {
+				t.Errorf("the new speakers were given %v and %v", applied[one], applied[two])
+			}
+			if !tc.apart && !slices.Equal(applied[one], []string{"192.0.2.1", "192.0.2.2"}) {
+				t.Errorf("the new speaker was given %v", applied[one])
+			}
+			a.mu.Lock()
+			for _, s := range a.speakers {
+				if s.Speaker == shared {
+					t.Errorf("the stopped speaker is still running")
+				}
+			}
+			a.mu.Unlock()
+		})
+	}
+}
+
+// A speaker one of whose routers has graceful restart off is not stopped
+// when another router of it moves: stopped, it would end that router's
+// session (and its paths) for nothing. The router that moves leaves it.
+func TestARouterWithoutGracefulRestartKeepsItsSpeaker(t *testing.T) {
+	applied := map[*bgp.Speaker][]string{}
+	a, _ := speaking(t, withPeers(t, "{address: 192.0.2.1, asn: 64500, gracefulRestart: {enabled: false}}, {address: 192.0.2.2, asn: 64500}"), func(s *bgp.Speaker, peers []bgp.Peer) {
 		var names []string
 		for _, p := range peers {
 			names = append(names, p.Address.String())
 		}
-		applied = append(applied, names)
-	})
+		applied[s] = names
+	}, func(*bgp.Speaker) { t.Error("a speaker was stopped") })
 	a.setPeers(context.Background())
-	shared := a.speakers["255"]
-	if shared == nil || a.peers.speaker(netip.MustParseAddr("192.0.2.2")) != shared {
-		t.Fatalf("speakers %v: want both routers on the default selection's", a.speakers)
+	shared := a.peers.speaker(netip.MustParseAddr("192.0.2.1"))
+	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500, gracefulRestart: {enabled: false}}, {address: 192.0.2.2, asn: 64500, maximumPaths: 4}"))
+	if a.peers.speaker(netip.MustParseAddr("192.0.2.1")) != shared || !slices.Equal(applied[shared], []string{"192.0.2.1"}) {
+		t.Errorf("192.0.2.1 (graceful restart off) on %p, its speaker given %v; want it alone on %p", a.peers.speaker(netip.MustParseAddr("192.0.2.1")), applied[shared], shared)
 	}
-	applied = nil
-	a.SetConfig(context.Background(), withPeers(t, "{address: 192.0.2.1, asn: 64500}, {address: 192.0.2.2, asn: 64500, maximumPaths: 4}"))
-	if got := a.peers.speaker(netip.MustParseAddr("192.0.2.2")); got != shared {
-		t.Errorf("192.0.2.2 split off into a selection with no table yet: on speaker %p, want it kept on %p until its own starts", got, shared)
-	}
-	for _, names := range applied {
-		if !slices.Contains(names, "192.0.2.2") {
-			t.Errorf("a speaker was given %v: 192.0.2.2 was taken off its speaker (a Cease to the router)", names)
-		}
+	if two := a.peers.speaker(netip.MustParseAddr("192.0.2.2")); two == nil || two == shared {
+		t.Errorf("192.0.2.2 on %p: want a speaker of its own", two)
 	}
 }
 
@@ -435,7 +492,7 @@ bgp:
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.speakers) != 2 || len(a.failed) > 0 {
+	if len(a.speakers) != 2 || a.speakers[0].key == a.speakers[1].key || len(a.failed) > 0 {
 		t.Errorf("speakers %v, failed to start %v: want both selections' speakers running", a.speakers, a.failed)
 	}
 }

@@ -66,181 +66,135 @@ func (b *peerBook) stopped() {
 	clear(b.sessions)
 }
 
-// setPeers gives each selection's speaker the peers of the config in
-// force, with their password files read now, starting the speaker of a
-// selection that has a table and none yet, and stopping those of
-// selections gone. A session whose password file cannot be read keeps
-// the password it has: deleting the peer would drop every path at the
-// router. Calls are serialised and each reads the config in force inside:
-// a password re-read that started before a reload must not put the old
-// peer set back after the reload's. The metric series of a peer that left
-// are deleted with it.
+// setPeers gives each selection's speakers the peers of the config in
+// force, with their password files read now, starting a speaker for a
+// selection that has a table and none yet, and stopping those left with
+// no peer and no selection of their own. A session whose password file
+// cannot be read keeps the password it has: deleting the peer would drop
+// every path at the router. Calls are serialised and each reads the config
+// in force inside: a password re-read that started before a reload must
+// not put the old peer set back after the reload's. The metric series of
+// a peer that left are deleted with it.
 //
-// A peer whose selection changed keeps its speaker when its new selection
-// takes that speaker over (see below); otherwise it moves to another: it
-// is first taken from its old one (a speaker whose selection is gone stops
-// gracefully, so its routers keep its paths until the new session's
-// End-of-RIB), then given to the new one, never to both at once.
+// A speaker whose routers all move to one other selection, their sessions'
+// settings unchanged, announces that selection's table from then on: the
+// sessions stay, and the new table replaces the old path by path. A
+// speaker some of whose routers move or change otherwise hands its
+// routers over (see handOver).
 func (a *Announcer) setPeers(ctx context.Context) {
 	a.peers.set.Lock()
 	defer a.peers.set.Unlock()
 	a.mu.Lock()
 	cfg, running, tables := a.cfg, a.running, a.tables
-	speakers := maps.Clone(a.speakers)
+	speakers := slices.Clone(a.speakers)
 	a.mu.Unlock()
 	if len(speakers) == 0 && running == nil {
 		return
 	}
 	a.peers.mu.Lock()
-	inForce, speakerOf := maps.Clone(a.peers.inForce), maps.Clone(a.peers.speakerOf)
+	inForce, speakerOf, sessions := maps.Clone(a.peers.inForce), maps.Clone(a.peers.speakerOf), maps.Clone(a.peers.sessions)
 	a.peers.mu.Unlock()
 	want, problems := peersOf(cfg.BGP, inForce)
 	a.report.Report("bgp-peers", peerProblems(problems, cfg, len(want)), nil)
 	sels, indexes := cfg.BGP.Selections()
-	// What each selection's speaker is to have.
-	next := map[string][]bgp.Peer{}
+	var keys []string
 	keyOf := map[netip.Addr]string{}
-	wanted := map[netip.Addr]bool{}
+	wantPeer := map[netip.Addr]bgp.Peer{}
 	for k, sel := range sels {
-		key := sel.Key()
-		next[key] = []bgp.Peer{}
+		keys = append(keys, sel.Key())
 		for _, i := range indexes[k] {
 			if p, ok := want[i]; ok {
-				next[key] = append(next[key], p)
-				keyOf[p.Address], wanted[p.Address] = key, true
+				keyOf[p.Address], wantPeer[p.Address] = sel.Key(), p
 			}
 		}
 	}
 	// A peer being removed still reports its session going down, after
 	// its series were deleted: only the wanted peers' states count.
 	a.peers.mu.Lock()
-	a.peers.wanted = wanted
+	a.peers.wanted = map[netip.Addr]bool{}
+	for addr := range wantPeer {
+		a.peers.wanted[addr] = true
+	}
 	a.peers.mu.Unlock()
 
-	// A selection that replaces one gone (a reload changed its peers'
-	// maximumPaths or nodeSelector) takes over the speaker of the peers it
-	// shares most with: their sessions stay, and the new table replaces
-	// the old one path by path. A new speaker instead would restart them,
-	// and FRR (8.4) keeps the ADD-PATH paths of a restarted session that
-	// are not sent again as stale, in use, after its End-of-RIB.
-	for _, sel := range sels {
-		key := sel.Key()
-		if speakers[key] != nil {
-			continue
-		}
-		best, shared := "", 0
-		for old, s := range speakers {
-			if _, stays := next[old]; stays {
+	// on is the speaker each wanted peer is given to.
+	on := map[netip.Addr]*speaker{}
+	var handovers []handover
+	for _, s := range speakers {
+		var mine, changed []netip.Addr
+		newKeys := map[string]bool{}
+		for _, addr := range slices.SortedFunc(maps.Keys(speakerOf), netip.Addr.Compare) {
+			if speakerOf[addr] != s.Speaker || wantPeer[addr].Address != addr {
 				continue
 			}
-			n := 0
-			for _, p := range next[key] {
-				if speakerOf[p.Address] == s {
-					n++
+			mine = append(mine, addr)
+			newKeys[keyOf[addr]] = true
+			if wantPeer[addr] != inForce[addr] || keyOf[addr] != s.key {
+				changed = append(changed, addr)
+			}
+		}
+		settled := !slices.ContainsFunc(changed, func(addr netip.Addr) bool { return wantPeer[addr] != inForce[addr] })
+		switch {
+		case len(changed) == 0:
+		case settled && len(newKeys) == 1:
+			for key := range newKeys {
+				a.rekey(s, key)
+			}
+		default:
+			if h, ok := a.handOver(running, cfg.BGP, s, mine, changed, inForce, keyOf, sessions); ok {
+				handovers = append(handovers, h...)
+				for _, h := range h {
+					for _, addr := range h.routers {
+						on[addr] = h.to
+					}
 				}
-			}
-			if n > shared || (n == shared && n > 0 && old < best) {
-				best, shared = old, n
+				mine = slices.DeleteFunc(mine, func(addr netip.Addr) bool { return on[addr] != nil })
 			}
 		}
-		if best == "" {
-			continue
+		for _, addr := range mine {
+			on[addr] = s
 		}
-		s := speakers[best]
-		delete(speakers, best)
-		speakers[key] = s
-		a.applyMu.Lock()
+	}
+	// Peers new to the config (or not given to a speaker yet) go to a
+	// speaker of their selection; a selection with a table and no speaker
+	// gets one.
+	for _, key := range keys {
+		var fresh []netip.Addr
+		for _, addr := range slices.SortedFunc(maps.Keys(wantPeer), netip.Addr.Compare) {
+			if keyOf[addr] == key && on[addr] == nil {
+				fresh = append(fresh, addr)
+			}
+		}
 		a.mu.Lock()
-		delete(a.speakers, best)
-		a.speakers[key] = s
-		paths, ok := a.tables[key]
+		s := a.keyed(key)
 		a.mu.Unlock()
-		if ok {
-			if err := a.setPaths(s, paths); err != nil {
-				klog.ErrorS(err, "Converging BGP paths to a new selection")
+		// A held speaker announces another's table for now: a new peer of
+		// the selection gets a speaker with the selection's.
+		if _, ok := tables[key]; ok && (s == nil || (s.held && len(fresh) > 0)) && running != nil && !a.failedToStart(key) {
+			if started := a.start(running, cfg.BGP, key, nil); started != nil {
+				s = started
 			}
 		}
-		a.applyMu.Unlock()
-	}
-
-	// A peer whose new selection has no speaker and cannot start one yet
-	// (its table is computed after this reload) stays on its speaker,
-	// sent that speaker's table, until its own starts: taken off now, it
-	// would get a Cease and no speaker until the next convergence.
-	wantPeer := map[netip.Addr]bgp.Peer{}
-	for _, ps := range next {
-		for _, p := range ps {
-			wantPeer[p.Address] = p
+		if s == nil {
+			continue // started once its table is applied
+		}
+		for _, addr := range fresh {
+			on[addr] = s
 		}
 	}
-	startable := func(key string) bool {
-		_, hasTable := tables[key]
-		return speakers[key] != nil || (hasTable && running != nil)
-	}
-	held := map[netip.Addr]*bgp.Speaker{}
-	// Peers leave their old speakers first.
-	for key, s := range speakers {
-		var staying []bgp.Peer
-		for addr, owner := range speakerOf {
-			switch {
-			case owner != s:
-			case keyOf[addr] == key:
-				staying = append(staying, inForce[addr])
-			case wanted[addr] && !startable(keyOf[addr]):
-				staying, held[addr] = append(staying, wantPeer[addr]), s
-			}
-		}
-		if _, ok := next[key]; ok {
-			if err := applyPeers(ctx, s, staying); err != nil {
-				klog.ErrorS(err, "Configuring BGP peers")
-			}
-			continue
-		}
-		// The selection is gone: the peers that left the config are
-		// removed, those that moved see a graceful restart.
-		var moved []bgp.Peer
-		for addr, owner := range speakerOf {
-			if owner == s && wanted[addr] {
-				moved = append(moved, inForce[addr])
-			}
-		}
-		if err := applyPeers(ctx, s, moved); err != nil {
-			klog.ErrorS(err, "Configuring BGP peers")
-		}
-		stopSpeaker(s)
-		a.mu.Lock()
-		delete(a.speakers, key)
-		a.mu.Unlock()
-		delete(speakers, key)
-	}
-	// Then each selection's speaker, started if it has a table, gets its
-	// peers.
+	// Each speaker gets its peers; one left with none is stopped unless it
+	// is its selection's only one.
 	applied := map[netip.Addr]bgp.Peer{}
 	owners := map[netip.Addr]*bgp.Speaker{}
-	for _, sel := range sels {
-		key := sel.Key()
-		s := speakers[key]
-		if s == nil {
-			if _, ok := tables[key]; !ok || running == nil {
-				continue // started once its table is applied
-			}
-			if s = a.start(running, cfg.BGP, key); s == nil {
-				continue
-			}
-		}
-		peers := slices.Clone(next[key])
-		for addr, on := range held {
-			if on == s {
-				peers = append(peers, wantPeer[addr])
-			}
-		}
-		if err := applyPeers(ctx, s, peers); err != nil {
-			klog.ErrorS(err, "Configuring BGP peers")
-		}
-		for _, p := range peers {
-			applied[p.Address], owners[p.Address] = p, s
-		}
+	given := map[*speaker][]bgp.Peer{}
+	for _, addr := range slices.SortedFunc(maps.Keys(on), netip.Addr.Compare) {
+		s := on[addr]
+		given[s] = append(given[s], wantPeer[addr])
+		applied[addr], owners[addr] = wantPeer[addr], s.Speaker
 	}
+	// The book names each session's speaker before any is handed its
+	// peers: the state changes a speaker reports of a router it no longer
+	// holds are ignored.
 	a.peers.mu.Lock()
 	for addr := range inForce {
 		if _, ok := applied[addr]; !ok {
@@ -250,7 +204,51 @@ func (a *Announcer) setPeers(ctx context.Context) {
 	}
 	a.peers.inForce, a.peers.speakerOf = applied, owners
 	a.peers.mu.Unlock()
+	a.mu.Lock()
+	speakers = slices.Clone(a.speakers)
+	a.mu.Unlock()
+	for _, s := range speakers {
+		if len(given[s]) == 0 && (!slices.Contains(keys, s.key) || slices.ContainsFunc(speakers, func(o *speaker) bool { return o != s && o.key == s.key })) {
+			a.stop(s)
+			continue
+		}
+		if err := applyPeers(ctx, s.Speaker, given[s]); err != nil {
+			klog.ErrorS(err, "Configuring BGP peers")
+		}
+	}
+	for _, h := range handovers {
+		go a.release(running, h)
+	}
 	a.setBFD(cfg.BGP, applied)
+}
+
+// rekey has s announce key's table from now on.
+func (a *Announcer) rekey(s *speaker, key string) {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	a.mu.Lock()
+	s.key = key
+	paths, ok := a.tables[key]
+	a.mu.Unlock()
+	if ok && !s.held {
+		if err := a.setPaths(s.Speaker, paths); err != nil {
+			klog.ErrorS(err, "Converging BGP paths to a new selection")
+		}
+	}
+}
+
+// stop stops s gracefully and forgets it.
+func (a *Announcer) stop(s *speaker) {
+	a.mu.Lock()
+	a.speakers = slices.DeleteFunc(a.speakers, func(o *speaker) bool { return o == s })
+	a.mu.Unlock()
+	stopSpeaker(s.Speaker)
+}
+
+func (a *Announcer) failedToStart(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.failed[key]
 }
 
 // setBFD runs a BFD session with each router given to a speaker whose
@@ -388,7 +386,9 @@ func peersOf(b config.BGP, inForce map[netip.Addr]bgp.Peer) (map[int]bgp.Peer, [
 // of a VIP's traffic goes to one node.
 func (a *Announcer) peerStateChanged(st bgp.PeerState) {
 	a.peers.mu.Lock()
-	wanted := a.peers.wanted[st.Address]
+	// A router handed to another speaker is reported going down by the
+	// one it left, perhaps after the new one reported it up.
+	wanted := a.peers.wanted[st.Address] && a.peers.speakerOf[st.Address] == st.Speaker
 	if wanted {
 		a.peers.sessions[st.Address] = st
 	}
