@@ -1,6 +1,7 @@
 package bfd
 
 import (
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -92,10 +93,22 @@ func freePort(t *testing.T) int {
 	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
-func newPair(t *testing.T, timers Timers) *pair {
+func newPair(t *testing.T, timers Timers) *pair { return newPairOf(t, timers, false, 0) }
+
+// newPairOf is a pair of sessions, multihop (RFC 5883) if asked, each
+// side taking the other's packets from minimumTTL up.
+func newPairOf(t *testing.T, timers Timers, multihop bool, minimumTTL uint8) *pair {
 	p := &pair{aAddr: netip.MustParseAddr("127.0.0.1"), bAddr: netip.MustParseAddr("127.0.0.2")}
 	aPort, bPort := freePort(t), freePort(t)
-	p.a = New(Options{ListenPort: aPort, PeerPort: bPort, OnChange: func(c Change) {
+	aOpts, bOpts := Options{ListenPort: aPort, PeerPort: bPort}, Options{ListenPort: bPort, PeerPort: aPort}
+	if multihop {
+		// Single-hop ports of their own, where no session listens.
+		aOpts.MultihopListenPort, bOpts.MultihopPeerPort = aPort, aPort
+		bOpts.MultihopListenPort, aOpts.MultihopPeerPort = bPort, bPort
+		aOpts.ListenPort, bOpts.ListenPort = freePort(t), freePort(t)
+		aOpts.PeerPort, bOpts.PeerPort = bOpts.ListenPort, aOpts.ListenPort
+	}
+	aOpts.OnChange = func(c Change) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		why := c.Diag.String()
@@ -103,14 +116,14 @@ func newPair(t *testing.T, timers Timers) *pair {
 			why = "admin_down"
 		}
 		p.changes = append(p.changes, c.From.String()+"→"+c.To.String()+" "+why)
-	}})
-	p.b = New(Options{ListenPort: bPort, PeerPort: aPort})
+	}
+	p.a, p.b = New(aOpts), New(bOpts)
 	t.Cleanup(p.a.Close)
 	t.Cleanup(p.b.Close)
-	if err := p.a.Set([]Peer{{Address: p.bAddr, Source: p.aAddr, Timers: timers}}); err != nil {
+	if err := p.a.Set([]Peer{{Address: p.bAddr, Source: p.aAddr, Timers: timers, Multihop: multihop, MinimumTTL: minimumTTL}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.b.Set([]Peer{{Address: p.aAddr, Source: p.bAddr, Timers: timers}}); err != nil {
+	if err := p.b.Set([]Peer{{Address: p.aAddr, Source: p.bAddr, Timers: timers, Multihop: multihop, MinimumTTL: minimumTTL}}); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -276,7 +289,13 @@ func TestRemovedSessionsLeaveNothing(t *testing.T) {
 // as any host on the router's link can.
 func (p *pair) sendFrom(t *testing.T, from string, ttl int, b []byte) {
 	t.Helper()
-	c, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(from)}, &net.UDPAddr{IP: net.ParseIP(p.aAddr.String()), Port: p.a.opts.ListenPort})
+	p.send(t, from, p.aAddr.String(), p.a.opts.ListenPort, ttl, b)
+}
+
+// send sends b to a's port on address to, from address from, with ttl.
+func (p *pair) send(t *testing.T, from, to string, port, ttl int, b []byte) {
+	t.Helper()
+	c, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(from)}, &net.UDPAddr{IP: net.ParseIP(to), Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,5 +500,61 @@ func TestSlowerTimersWaitForTheFinal(t *testing.T) {
 	second := r.next(t, 2*time.Second)
 	if gap := second.at.Sub(first.at); gap < 500*time.Millisecond {
 		t.Fatalf("a's packets %s apart after the router's Final, want the new rate (0.75–1 s)", gap)
+	}
+}
+
+// A multihop session (RFC 5883) comes up on the multihop port, and takes
+// only the router's packets that came no further than its minimum TTL
+// allows, sent to the session's own address: a host farther away, or one
+// that reaches another address of the replica's host, cannot end it. Each
+// forged packet names the session and says AdminDown; the last, within
+// the rules, shows that such a packet would have ended it.
+func TestMultihopTakesOnlyPacketsWithinItsReach(t *testing.T) {
+	p := newPairOf(t, fast, true, 253)
+	waitState(t, p.a, p.bAddr, Up, 5*time.Second)
+	waitState(t, p.b, p.aAddr, Up, 5*time.Second)
+	p.a.mu.Lock()
+	disc, kinds := p.a.sessions[p.bAddr].local, slices.Collect(maps.Keys(p.a.listeners))
+	p.a.mu.Unlock()
+	if !slices.Equal(kinds, []listenerKind{{is4: true, multihop: true}}) {
+		t.Errorf("listeners %v, want the IPv4 multihop one only", kinds)
+	}
+	adminDown := packet{State: AdminDown, Diagnostic: AdministrativelyDown, DetectMult: 3, MyDisc: 0x5eed, YourDisc: disc, DesiredMinTx: 50000, RequiredMinRx: 50000}.marshal()
+	for _, tc := range []struct {
+		name     string
+		to       string
+		port     int
+		ttl      int
+		drop     string // the reason counted; "" taken
+		wantDown bool
+	}{
+		{"from farther than the minimum TTL", "127.0.0.1", p.a.opts.MultihopListenPort, 252, "ttl", false},
+		{"to another address of the host", "127.0.0.3", p.a.opts.MultihopListenPort, 255, "wrong_destination", false},
+		{"to the single-hop port", "127.0.0.1", p.a.opts.ListenPort, 255, "", false},
+		{"within reach", "127.0.0.1", p.a.opts.MultihopListenPort, 253, "", true},
+	} {
+		var before float64
+		if tc.drop != "" {
+			before, _ = testutil.GetCounterMetricValue(dropped.WithLabelValues(tc.drop))
+		}
+		p.mu.Lock()
+		seen := len(p.changes)
+		p.mu.Unlock()
+		for range 5 {
+			p.send(t, p.bAddr.String(), tc.to, tc.port, tc.ttl, adminDown)
+		}
+		time.Sleep(150 * time.Millisecond)
+		p.mu.Lock()
+		// The real router's packets bring a session that went down back.
+		down := slices.Contains(p.changes[seen:], "Up→Down admin_down")
+		p.mu.Unlock()
+		if down != tc.wantDown {
+			t.Errorf("%s: 5 forged AdminDown packets took the session down: %v, want %v", tc.name, down, tc.wantDown)
+		}
+		if tc.drop != "" {
+			if v, _ := testutil.GetCounterMetricValue(dropped.WithLabelValues(tc.drop)); v != before+5 {
+				t.Errorf("%s: %v dropped for %q, want 5", tc.name, v-before, tc.drop)
+			}
+		}
 	}
 }

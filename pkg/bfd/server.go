@@ -18,6 +18,9 @@ import (
 // Port is where single-hop control packets are sent (RFC 5881 §4).
 const Port = 3784
 
+// MultihopPort is where multihop control packets are sent (RFC 5883 §5).
+const MultihopPort = 4784
+
 // Timers are a session's parameters, as the router's bfdd names them.
 type Timers struct {
 	// TransmitInterval is how often this side wants to send (its
@@ -38,6 +41,13 @@ type Peer struct {
 	// Unset, the kernel picks it.
 	Source netip.Addr
 	Timers
+	// Multihop runs the session by RFC 5883, for a router more than one
+	// hop away (a ToR's loopback): on MultihopPort, taking the router's
+	// packets that arrive with a TTL of at least MinimumTTL, addressed to
+	// the session's own address. A single-hop session takes only TTL 255
+	// (RFC 5881 §5). Packets are sent with 255 either way.
+	Multihop   bool
+	MinimumTTL uint8
 }
 
 // Change is a session's change of state.
@@ -57,8 +67,10 @@ type Change struct {
 
 // Options are a Server's ports and what it reports.
 type Options struct {
-	// ListenPort and PeerPort are Port unless set (tests use others).
-	ListenPort, PeerPort int
+	// ListenPort and PeerPort are Port unless set, MultihopListenPort and
+	// MultihopPeerPort MultihopPort (tests use others).
+	ListenPort, PeerPort                 int
+	MultihopListenPort, MultihopPeerPort int
 	// OnChange is told each change of a session's state, from that
 	// session's goroutine: it must not block long.
 	OnChange func(Change)
@@ -72,8 +84,11 @@ type Server struct {
 	mu        sync.Mutex
 	sessions  map[netip.Addr]*session
 	byDisc    map[uint32]*session
-	listeners map[bool]*listener // by "is IPv4"
+	listeners map[listenerKind]*listener
 }
+
+// listenerKind is a listener's family and port (single hop, multihop).
+type listenerKind struct{ is4, multihop bool }
 
 // New is a Server with no session; it listens once it has one.
 func New(opts Options) *Server {
@@ -83,7 +98,13 @@ func New(opts Options) *Server {
 	if opts.PeerPort == 0 {
 		opts.PeerPort = Port
 	}
-	return &Server{opts: opts, sessions: map[netip.Addr]*session{}, byDisc: map[uint32]*session{}, listeners: map[bool]*listener{}}
+	if opts.MultihopListenPort == 0 {
+		opts.MultihopListenPort = MultihopPort
+	}
+	if opts.MultihopPeerPort == 0 {
+		opts.MultihopPeerPort = MultihopPort
+	}
+	return &Server{opts: opts, sessions: map[netip.Addr]*session{}, byDisc: map[uint32]*session{}, listeners: map[listenerKind]*listener{}}
 }
 
 // Set makes the sessions those of peers: new ones start Down, gone ones
@@ -108,13 +129,14 @@ func (s *Server) set(peers []Peer) (closed []*listener, _ error) {
 		want[p.Address] = p
 	}
 	for addr, sess := range s.sessions {
-		if p, ok := want[addr]; !ok || p.Source != sess.peer.Source {
+		if p, ok := want[addr]; !ok || p.Source != sess.peer.Source || p.Multihop != sess.peer.Multihop {
 			s.removeLocked(sess)
 		}
 	}
 	var errs []error
 	for addr, p := range want {
 		if sess, ok := s.sessions[addr]; ok {
+			sess.minimumTTL.Store(uint32(p.MinimumTTL))
 			if sess.peer.Timers != p.Timers {
 				sess.peer.Timers = p.Timers
 				sess.timers <- p.Timers
@@ -130,27 +152,27 @@ func (s *Server) set(peers []Peer) (closed []*listener, _ error) {
 		sessionUp.WithLabelValues(addr.String()).Set(0)
 		go sess.run(p.Timers)
 	}
-	families := map[bool]bool{}
-	for addr := range s.sessions {
-		families[addr.Is4()] = true
+	kinds := map[listenerKind]bool{}
+	for addr, sess := range s.sessions {
+		kinds[listenerKind{is4: addr.Is4(), multihop: sess.peer.Multihop}] = true
 	}
-	for is4, l := range s.listeners {
-		if !families[is4] {
+	for kind, l := range s.listeners {
+		if !kinds[kind] {
 			l.conn.Close()
 			closed = append(closed, l)
-			delete(s.listeners, is4)
+			delete(s.listeners, kind)
 		}
 	}
-	for is4 := range families {
-		if s.listeners[is4] != nil {
+	for kind := range kinds {
+		if s.listeners[kind] != nil {
 			continue
 		}
-		l, err := s.listen(is4)
+		l, err := s.listen(kind)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		s.listeners[is4] = l
+		s.listeners[kind] = l
 	}
 	return closed, errors.Join(errs...)
 }
@@ -181,7 +203,8 @@ func (s *Server) removeLocked(sess *session) {
 
 // newSessionLocked opens the session's socket: from a source port of
 // 49152–65535, the same for the whole session, sent with TTL 255 so that
-// the router can tell it was not forwarded (RFC 5881 §4, §5).
+// the router can tell it was not forwarded (RFC 5881 §4, §5) or how far it
+// came (RFC 5883 §5).
 func (s *Server) newSessionLocked(p Peer) (*session, error) {
 	var disc uint32
 	for disc == 0 || s.byDisc[disc] != nil {
@@ -202,7 +225,11 @@ func (s *Server) newSessionLocked(p Peer) (*session, error) {
 		if !p.Source.IsValid() {
 			local = netip.AddrPortFrom(netip.Addr{}, local.Port())
 		}
-		conn, err = net.DialUDP(network, net.UDPAddrFromAddrPort(local), net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.Address, uint16(s.opts.PeerPort))))
+		peerPort := s.opts.PeerPort
+		if p.Multihop {
+			peerPort = s.opts.MultihopPeerPort
+		}
+		conn, err = net.DialUDP(network, net.UDPAddrFromAddrPort(local), net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.Address, uint16(peerPort))))
 		if err == nil {
 			break
 		}
@@ -228,37 +255,42 @@ type listener struct {
 	done chan struct{}
 }
 
-func (s *Server) listen(is4 bool) (*listener, error) {
-	network, addr := "udp6", "[::]:"+strconv.Itoa(s.opts.ListenPort)
-	if is4 {
-		network, addr = "udp4", "0.0.0.0:"+strconv.Itoa(s.opts.ListenPort)
+func (s *Server) listen(kind listenerKind) (*listener, error) {
+	port := s.opts.ListenPort
+	if kind.multihop {
+		port = s.opts.MultihopListenPort
+	}
+	network, addr := "udp6", "[::]:"+strconv.Itoa(port)
+	if kind.is4 {
+		network, addr = "udp4", "0.0.0.0:"+strconv.Itoa(port)
 	}
 	conn, err := net.ListenPacket(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("BFD listener: %w", err)
 	}
-	// read returns a packet, its source and the TTL (or hop limit) it
-	// arrived with.
-	var read func([]byte) (int, int, net.Addr, error)
-	if is4 {
+	// read returns a packet, how it arrived and its source.
+	var read func([]byte) (int, arrival, net.Addr, error)
+	if kind.is4 {
 		pc := ipv4.NewPacketConn(conn)
-		err = pc.SetControlMessage(ipv4.FlagTTL, true)
-		read = func(b []byte) (int, int, net.Addr, error) {
+		err = pc.SetControlMessage(ipv4.FlagTTL|ipv4.FlagDst, true)
+		read = func(b []byte) (int, arrival, net.Addr, error) {
 			n, cm, src, err := pc.ReadFrom(b)
 			if cm == nil {
-				return n, -1, src, err
+				return n, arrival{ttl: -1}, src, err
 			}
-			return n, cm.TTL, src, err
+			dst, _ := netip.AddrFromSlice(cm.Dst)
+			return n, arrival{ttl: cm.TTL, dst: dst.Unmap(), multihop: kind.multihop}, src, err
 		}
 	} else {
 		pc := ipv6.NewPacketConn(conn)
-		err = pc.SetControlMessage(ipv6.FlagHopLimit, true)
-		read = func(b []byte) (int, int, net.Addr, error) {
+		err = pc.SetControlMessage(ipv6.FlagHopLimit|ipv6.FlagDst, true)
+		read = func(b []byte) (int, arrival, net.Addr, error) {
 			n, cm, src, err := pc.ReadFrom(b)
 			if cm == nil {
-				return n, -1, src, err
+				return n, arrival{ttl: -1}, src, err
 			}
-			return n, cm.HopLimit, src, err
+			dst, _ := netip.AddrFromSlice(cm.Dst)
+			return n, arrival{ttl: cm.HopLimit, dst: dst, multihop: kind.multihop}, src, err
 		}
 	}
 	if err != nil {
@@ -270,30 +302,41 @@ func (s *Server) listen(is4 bool) (*listener, error) {
 		defer close(l.done)
 		buf := make([]byte, 1500)
 		for {
-			n, ttl, src, err := read(buf)
+			n, how, src, err := read(buf)
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
 					return
 				}
 				continue
 			}
-			s.receive(buf[:n], ttl, src)
+			s.receive(buf[:n], how, src)
 		}
 	}()
 	return l, nil
 }
 
-// receive hands a packet to its session. Only packets sent with TTL 255
-// are taken: anything that crossed a router was not sent by a neighbour
-// (RFC 5881 §5), so a host off the link cannot tear a session down. A
-// packet naming a session must come from that session's router. A packet
-// naming none (Your Discriminator 0) is taken only by a session that is
-// Down, which has no discriminator to check yet: past Down, the router
-// knows ours and names it, and a host on its link that does not know it
-// (its source address is all it can forge) cannot end the session (RFC
-// 5880 §6.8.6 leaves the choice; FRR's bfdd makes the same).
-func (s *Server) receive(b []byte, ttl int, src net.Addr) {
-	if ttl != 255 {
+// arrival is how a packet came: its TTL (or hop limit), the address it
+// was sent to, and on which port.
+type arrival struct {
+	ttl      int
+	dst      netip.Addr
+	multihop bool
+}
+
+// receive hands a packet to its session. A single-hop packet is taken
+// only if sent with TTL 255: anything that crossed a router was not sent
+// by a neighbour (RFC 5881 §5), so a host off the link cannot tear a
+// session down. A multihop packet must have come no further than its
+// session allows (its TTL at least the session's MinimumTTL, RFC 5883 §5)
+// and to the session's own address. A packet naming a session must come
+// from that session's router, to that session's port. A packet naming
+// none (Your Discriminator 0) is taken only by a session that is Down,
+// which has no discriminator to check yet: past Down, the router knows
+// ours and names it, and a host that does not know it (its source address
+// is all it can forge) cannot end the session (RFC 5880 §6.8.6 leaves the
+// choice; FRR's bfdd makes the same).
+func (s *Server) receive(b []byte, how arrival, src net.Addr) {
+	if !how.multihop && how.ttl != 255 {
 		dropped.WithLabelValues("ttl").Inc()
 		return
 	}
@@ -318,6 +361,12 @@ func (s *Server) receive(b []byte, ttl int, src net.Addr) {
 		dropped.WithLabelValues("unknown_session").Inc()
 	case sess.peer.Address != from:
 		dropped.WithLabelValues("wrong_source").Inc()
+	case sess.peer.Multihop != how.multihop:
+		dropped.WithLabelValues("wrong_port").Inc()
+	case how.multihop && how.ttl < int(sess.minimumTTL.Load()):
+		dropped.WithLabelValues("ttl").Inc()
+	case how.multihop && how.dst != sess.localAddr:
+		dropped.WithLabelValues("wrong_destination").Inc()
 	case p.YourDisc == 0 && State(sess.state.Load()) != Down:
 		dropped.WithLabelValues("no_discriminator").Inc()
 	default:

@@ -3,6 +3,7 @@ package bfd
 import (
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 )
@@ -14,10 +15,14 @@ const slowTx = time.Second
 // session is one router's: a goroutine owns its state; the listener hands
 // it packets, Set new timers.
 type session struct {
-	peer     Peer // Address and Source fixed; Timers: the last sent to the goroutine, under the Server's lock
+	peer     Peer // Address, Source and Multihop fixed; Timers: the last sent to the goroutine, under the Server's lock
 	local    uint32
 	conn     *net.UDPConn
 	onChange func(Change)
+	// localAddr is the address the session sends from, where the
+	// router's multihop packets must be sent to.
+	localAddr  netip.Addr
+	minimumTTL atomic.Uint32
 
 	rx     chan packet
 	timers chan Timers
@@ -28,8 +33,10 @@ type session struct {
 
 func newSession(p Peer, disc uint32, conn *net.UDPConn, onChange func(Change)) *session {
 	s := &session{peer: p, local: disc, conn: conn, onChange: onChange,
-		rx: make(chan packet, 16), timers: make(chan Timers, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		localAddr: conn.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(),
+		rx:        make(chan packet, 16), timers: make(chan Timers, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.state.Store(uint32(Down))
+	s.minimumTTL.Store(uint32(p.MinimumTTL))
 	return s
 }
 
