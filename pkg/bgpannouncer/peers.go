@@ -263,7 +263,8 @@ func (a *Announcer) setBFD(b config.BGP, applied map[netip.Addr]bgp.Peer) {
 		src, _ := netip.ParseAddr(p.SourceAddress)
 		peers = append(peers, bfd.Peer{Address: addr, Source: src, Timers: bfd.Timers{
 			TransmitInterval: p.BFD.TransmitInterval.Duration, ReceiveInterval: p.BFD.ReceiveInterval.Duration,
-			DetectMultiplier: uint8(p.BFD.DetectMultiplier)}})
+			DetectMultiplier: uint8(p.BFD.DetectMultiplier)},
+			Multihop: p.EBGPMultihop > 0, MinimumTTL: uint8(p.BFD.MinimumTTL)})
 	}
 	if a.bfd == nil {
 		if len(peers) == 0 {
@@ -275,7 +276,7 @@ func (a *Announcer) setBFD(b config.BGP, applied map[netip.Addr]bgp.Peer) {
 	if err := a.bfd.Set(peers); err != nil {
 		problems = append(problems, report.Problem{Reason: "BFDNotStarted", Object: report.Self,
 			Log: "BFD sessions could not start; the routers detect this replica's failure only after the BGP hold time", LogValues: []any{"err", err},
-			Message: fmt.Sprintf("BFD could not start (%v): the routers detect this replica's failure only after the BGP hold time; is UDP port %d in use by another BFD daemon on this host?", err, bfd.Port)})
+			Message: fmt.Sprintf("BFD could not start (%v): the routers detect this replica's failure only after the BGP hold time; is UDP port %d (%d for multihop sessions) in use by another BFD daemon on this host?", err, bfd.Port, bfd.MultihopPort)})
 	}
 	a.report.Report("bfd", problems, nil)
 }

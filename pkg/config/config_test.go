@@ -127,8 +127,9 @@ func TestParseErrors(t *testing.T) {
 		{"maxRemovals neither a count nor a share", "inventory:\n  maxRemovals: 120%\n", []string{`inventory.maxRemovals: "120%" is neither a count (3) nor a share`}},
 		{"selector values Kubernetes rejects", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, nodeSelector: {matchExpressions: [{key: rack, operator: In, values: [\"rack 1\", r2]}]}}\nloadBalancer:\n  pools:\n  - {name: a, addresses: [192.0.2.128/28], serviceSelector: {matchExpressions: [{key: team, operator: NotIn, values: [\"-x\"]}]}}\n",
 			[]string{`bgp.peers[0].nodeSelector.matchExpressions[0].values[0]: "rack 1" is not a valid label value`, `loadBalancer.pools[0].serviceSelector.matchExpressions[0].values[0]: "-x" is not a valid label value`}},
-		{"bad BFD", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, bfd: {transmitInterval: 5ms, receiveInterval: 1500us, detectMultiplier: 1}}\n  - {address: 192.0.2.2, asn: 1, ebgpMultihop: 2, bfd: {}}\n",
-			[]string{"bgp.peers[0].bfd.transmitInterval: 5ms must be whole milliseconds from 10ms to 1m0s", "bgp.peers[0].bfd.receiveInterval: 1.5ms must be whole milliseconds", "bgp.peers[0].bfd.detectMultiplier: 1 must be from 2 to 255", "bgp.peers[1].bfd: BFD here is single-hop (RFC 5881)"}},
+		{"bad BFD", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, bfd: {transmitInterval: 5ms, receiveInterval: 1500us, detectMultiplier: 1}}\n  - {address: 192.0.2.2, asn: 1, ebgpMultihop: 2, bfd: {minimumTTL: 256}}\n  - {address: 192.0.2.3, asn: 1, bfd: {minimumTTL: 254}}\n",
+			[]string{"bgp.peers[0].bfd.transmitInterval: 5ms must be whole milliseconds from 10ms to 1m0s", "bgp.peers[0].bfd.receiveInterval: 1.5ms must be whole milliseconds", "bgp.peers[0].bfd.detectMultiplier: 1 must be from 2 to 255",
+				"bgp.peers[1].bfd.minimumTTL: 256 must be from 1 to 255", "bgp.peers[2].bfd.minimumTTL: is for a multihop session (a peer with ebgpMultihop); a single-hop one takes only TTL 255"}},
 		{"listening with two selections", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  listenPort: 179\n  peers:\n  - {address: 192.0.2.1, asn: 1}\n  - {address: 192.0.2.2, asn: 1, maximumPaths: 4}\n",
 			[]string{"bgp.listenPort: sessions can be accepted only when every peer has the same maximumPaths and nodeSelector (bgp.peers[1] differs from bgp.peers[0])"}},
 		{"bad duration", "bgp:\n  peers:\n  - {address: 192.0.2.1, asn: 1, holdTime: soon}\n", []string{`bgp.peers[0].holdTime (line 3): "soon" is not a duration`}},
@@ -266,6 +267,20 @@ func TestBFDDefaults(t *testing.T) {
 	}
 	if got := cfg.BGP.Peers[1].BFD; got != nil {
 		t.Errorf("a peer without bfd: %+v, want none", got)
+	}
+	// A multihop session takes the router's packets from as far as the
+	// BGP session may reach, unless told.
+	for _, tc := range []struct {
+		bfd  string
+		want int
+	}{{"{}", 253}, {"{minimumTTL: 254}", 254}} {
+		cfg, err := Parse([]byte("bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, ebgpMultihop: 3, bfd: " + tc.bfd + "}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.BGP.Peers[0].BFD.MinimumTTL; got != tc.want {
+			t.Errorf("ebgpMultihop 3, bfd %s: minimumTTL %d, want %d", tc.bfd, got, tc.want)
+		}
 	}
 }
 

@@ -174,10 +174,11 @@ type Peer struct {
 	// the nodes of its rack. Not the Node objects' labels: a node's own
 	// credential may write those.
 	NodeSelector *LabelSelector `yaml:"nodeSelector"`
-	// BFD, if set, runs a BFD session (RFC 5880, single hop) with the
-	// router beside the BGP session: the router drops this replica's paths
-	// within the detection time (300ms × 3 by default) when the link or the
-	// host fails, not after the hold time. The router must run BFD too.
+	// BFD, if set, runs a BFD session (RFC 5880) with the router beside
+	// the BGP session: the router drops this replica's paths within the
+	// detection time (300ms × 3 by default) when the link or the host
+	// fails, not after the hold time. Single hop (RFC 5881), or multihop
+	// (RFC 5883) for a peer with ebgpMultihop. The router must run BFD too.
 	BFD *BFD `yaml:"bfd"`
 }
 
@@ -191,6 +192,12 @@ type BFD struct {
 	// DetectMultiplier is how many intervals without a packet declare the
 	// session down (default 3).
 	DetectMultiplier int `yaml:"detectMultiplier"`
+	// MinimumTTL, for a multihop session (a peer with ebgpMultihop), is
+	// the least TTL the router's packets may arrive with: they are sent
+	// with 255, so 255 minus the routers between. Default 256 −
+	// ebgpMultihop, as far as the BGP session may reach. A single-hop
+	// session takes only 255.
+	MinimumTTL int `yaml:"minimumTTL"`
 }
 
 // GracefulRestart (RFC 4724) lets the peer keep forwarding on our paths

@@ -103,6 +103,9 @@ func (c *Config) setNetworkDefaults() {
 			if f.DetectMultiplier == 0 {
 				f.DetectMultiplier = DefaultBFDMultiplier
 			}
+			if f.MinimumTTL == 0 && p.EBGPMultihop > 0 {
+				f.MinimumTTL = 256 - int(p.EBGPMultihop)
+			}
 		}
 	}
 }
@@ -282,8 +285,11 @@ func (c *Config) validateNetwork(add reporter, readSecrets bool) {
 			if f.DetectMultiplier < 2 || f.DetectMultiplier > 255 {
 				add(fp.Child("detectMultiplier"), "%d must be from 2 to 255", f.DetectMultiplier)
 			}
-			if p.EBGPMultihop > 0 {
-				add(fp, "BFD here is single-hop (RFC 5881): a peer ebgpMultihop away cannot have it")
+			switch {
+			case p.EBGPMultihop == 0 && f.MinimumTTL != 0:
+				add(fp.Child("minimumTTL"), "is for a multihop session (a peer with ebgpMultihop); a single-hop one takes only TTL 255")
+			case p.EBGPMultihop > 0 && (f.MinimumTTL < 1 || f.MinimumTTL > 255):
+				add(fp.Child("minimumTTL"), "%d must be from 1 to 255", f.MinimumTTL)
 			}
 		}
 		for j, f := range p.AddressFamilies {

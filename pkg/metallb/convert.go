@@ -516,18 +516,15 @@ func (c *converter) peer(r resource) {
 		}
 		c.refuse(r, "spec.passwordSecret", "Secret %s/%s: copy it to the CCM's namespace, mount it into its Pod and name the file in peers[].passwordFile", ns, s.PasswordSecret.Name)
 	}
+	if s.EBGPMultiHop {
+		out.EBGPMultihop = 255
+	}
 	if s.BFDProfile != "" {
 		b, ok := c.bfd[s.BFDProfile]
 		if !ok {
 			c.refuse(r, "spec.bfdProfile", "no BFDProfile %q in the dump", s.BFDProfile)
 		} else {
-			out.BFD = c.bfdOut(r, s.BFDProfile, b)
-		}
-	}
-	if s.EBGPMultiHop {
-		out.EBGPMultihop = 255
-		if out.BFD != nil {
-			c.refuse(r, "spec.ebgpMultiHop", "with a bfdProfile: BFD here is single hop")
+			out.BFD = c.bfdOut(r, s.BFDProfile, b, s.EBGPMultiHop)
 		}
 	}
 	if !s.EnableGracefulRestart {
@@ -542,7 +539,9 @@ func (c *converter) peer(r resource) {
 	c.peers = append(c.peers, out)
 }
 
-func (c *converter) bfdOut(r resource, name string, b bfdProfileSpec) *bfdOut {
+// bfdOut is a BFD profile as a peer's bfd; a multihop peer's (RFC 5883)
+// takes the profile's minimumTtl, or MetalLB's default, 254.
+func (c *converter) bfdOut(r resource, name string, b bfdProfileSpec, multihop bool) *bfdOut {
 	field := "BFDProfile " + name
 	if b.EchoMode != nil && *b.EchoMode {
 		c.refuse(r, "spec.bfdProfile", "%s: echoMode is not supported", field)
@@ -550,8 +549,8 @@ func (c *converter) bfdOut(r resource, name string, b bfdProfileSpec) *bfdOut {
 	if b.PassiveMode != nil && *b.PassiveMode {
 		c.refuse(r, "spec.bfdProfile", "%s: passiveMode is not supported (the replicas send)", field)
 	}
-	if b.MinimumTTL != nil && *b.MinimumTTL != 254 {
-		c.refuse(r, "spec.bfdProfile", "%s: minimumTtl %d: BFD here is single hop (TTL 255)", field, *b.MinimumTTL)
+	if b.MinimumTTL != nil && *b.MinimumTTL != 254 && !multihop {
+		c.note(r, "spec.bfdProfile", "%s: minimumTtl %d applies to multihop sessions only, as in MetalLB; this single-hop one takes only TTL 255", field, *b.MinimumTTL)
 	}
 	ms := func(v *uint32) string {
 		if v == nil {
@@ -560,6 +559,12 @@ func (c *converter) bfdOut(r resource, name string, b bfdProfileSpec) *bfdOut {
 		return (time.Duration(*v) * time.Millisecond).String()
 	}
 	out := &bfdOut{TransmitInterval: ms(b.TransmitInterval), ReceiveInterval: ms(b.ReceiveInterval)}
+	if multihop {
+		out.MinimumTTL = 254
+		if b.MinimumTTL != nil {
+			out.MinimumTTL = int(*b.MinimumTTL)
+		}
+	}
 	if b.DetectMultiplier != nil {
 		out.DetectMultiplier = int(*b.DetectMultiplier)
 	}

@@ -122,7 +122,16 @@ func TestConvert(t *testing.T) {
   kind: BFDProfile
   metadata: {name: fast, namespace: metallb-system}
   spec: {receiveInterval: 200, transmitInterval: 150, detectMultiplier: 4, echoInterval: 50, echoMode: false, passiveMode: false, minimumTtl: 254}
-`), want: []string{"bfd:\n        transmitInterval: 150ms\n        receiveInterval: 200ms\n        detectMultiplier: 4"}},
+`), want: []string{"bfd:\n        transmitInterval: 150ms\n        receiveInterval: 200ms\n        detectMultiplier: 4\n"}},
+		{name: "multihop BFD", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, ebgpMultiHop: true, bfdProfile: far", 1),
+			"\n- {apiVersion: metallb.io/v1beta1, kind: BFDProfile, metadata: {name: far, namespace: metallb-system}, spec: {minimumTtl: 250}}\n"),
+			want: []string{"ebgpMultihop: 255", "bfd:\n        minimumTTL: 250\n"}},
+		{name: "multihop BFD at MetalLB's minimum TTL", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, ebgpMultiHop: true, bfdProfile: far", 1),
+			"\n- {apiVersion: metallb.io/v1beta1, kind: BFDProfile, metadata: {name: far, namespace: metallb-system}, spec: {}}\n"),
+			want: []string{"bfd:\n        minimumTTL: 254\n"}},
+		{name: "a minimum TTL on a single-hop session", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, bfdProfile: near", 1),
+			"\n- {apiVersion: metallb.io/v1beta1, kind: BFDProfile, metadata: {name: near, namespace: metallb-system}, spec: {minimumTtl: 250}}\n"),
+			want: []string{"bfd: {}"}, note: "BGPPeer metallb-system/tor: spec.bfdProfile: BFDProfile near: minimumTtl 250 applies to multihop sessions only"},
 		{name: "BFD echo mode", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, bfdProfile: fast", 1),
 			"\n- {apiVersion: metallb.io/v1beta1, kind: BFDProfile, metadata: {name: fast, namespace: metallb-system}, spec: {echoMode: true}}\n"),
 			refused: "BGPPeer metallb-system/tor: spec.bfdProfile: BFDProfile fast: echoMode"},

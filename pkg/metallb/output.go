@@ -84,4 +84,5 @@ type bfdOut struct {
 	TransmitInterval string `yaml:"transmitInterval,omitempty"`
 	ReceiveInterval  string `yaml:"receiveInterval,omitempty"`
 	DetectMultiplier int    `yaml:"detectMultiplier,omitempty"`
+	MinimumTTL       int    `yaml:"minimumTTL,omitempty"`
 }
