@@ -57,13 +57,33 @@ type rack struct {
 	nodes              []*node
 }
 
-// TestLeafSpine builds the leaf-spine site of docs/network/topologies.md
-// with the page's ToR and CCM blocks as they are: two racks, each behind
-// its ToR, the ToRs under a spine, a client behind the spine, and a CCM
-// replica in each rack peering with both ToRs by multihop eBGP.
-func TestLeafSpine(t *testing.T) {
+// leafSpine is the site of docs/network/topologies.md, built and running:
+// two racks, each behind its ToR, the ToRs under a spine, a client behind
+// the spine, a CCM replica in each rack peering with both ToRs by multihop
+// eBGP, and a Service whose VIP every node serves.
+type leafSpine struct {
+	l             *lab
+	spine, client *framework.Netns
+	racks         []*rack
+	tors          map[*rack]*framework.FRR
+	all           []*node
+	replicas      []*framework.Process
+	vip           string
+	// logs is the ToRs' view of the sessions and the VIP, for failures.
+	logs func() string
+	// carrying waits until each ToR routes the VIP to exactly the given
+	// nodes of its rack, and the spine to the ToRs that have it.
+	carrying func(what string, want map[*rack][]*node)
+	// connect makes connections from the client behind the spine, and
+	// wants every one answered, by the given nodes and each of them.
+	connect func(what string, want []*node)
+}
+
+// newLeafSpine builds the site, its namespaces named after short, with the
+// page's ToR and CCM blocks as they are, and a Service named service.
+func newLeafSpine(t *testing.T, short, service string) *leafSpine {
 	ctx := context.Background()
-	l := newLab(t, "ls")
+	l := newLab(t, short)
 	spine := l.router("spine", "10.0.1.1/24")
 	client := l.host(spine, "client", "10.0.1.1", "10.0.1.10/24")
 	var racks []*rack
@@ -108,7 +128,7 @@ func TestLeafSpine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	framework.CreateLBService(t, cluster.Admin, "default", "leafspine", nil)
+	framework.CreateLBService(t, cluster.Admin, "default", service, nil)
 
 	// The CCM's config: the page's, and the inventory of the site.
 	peers, err := framework.MarkdownBlock(topologiesPage, "The CCM's peers", "yaml")
@@ -135,7 +155,7 @@ func TestLeafSpine(t *testing.T) {
 	var replicas []*framework.Process
 	for r, rk := range racks {
 		replicas = append(replicas, framework.StartReplica(t, framework.CCM{
-			Binary: ccmBinary, Name: fmt.Sprintf("ccm-rack%d", r+1), Kubeconfig: l.kubeconfig(rk.cp), CloudConfig: cfgFile, Netns: rk.cp.Name,
+			Binary: ccmBinary, Name: fmt.Sprintf("ccm-%s-rack%d", short, r+1), Kubeconfig: l.kubeconfig(rk.cp), CloudConfig: cfgFile, Netns: rk.cp.Name,
 			Env: []string{"POD_IP=" + rk.cpIP},
 			Args: []string{"--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16", "--route-reconciliation-period=2s",
 				"--readiness-address=127.0.0.1:" + statusPort},
@@ -144,7 +164,7 @@ func TestLeafSpine(t *testing.T) {
 			framework.WaitLeader(t, replicas[0])
 		}
 	}
-	vip := framework.WaitIngress(t, cluster.Admin, "default", "leafspine", 1)[0]
+	vip := framework.WaitIngress(t, cluster.Admin, "default", service, 1)[0]
 	for _, n := range all {
 		l.ip(n.ns, "addr", "add", vip+"/32", "dev", "lo")
 		serve(t, n, vip+":80")
@@ -215,6 +235,19 @@ func TestLeafSpine(t *testing.T) {
 		t.Logf("%s: %v", what, hits)
 	}
 
+	return &leafSpine{l: l, spine: spine, client: client, racks: racks, tors: tors, all: all, replicas: replicas, vip: vip,
+		logs: logs, carrying: carrying, connect: connect}
+}
+
+// TestLeafSpine builds the leaf-spine site of docs/network/topologies.md
+// with the page's ToR and CCM blocks as they are: two racks, each behind
+// its ToR, the ToRs under a spine, a client behind the spine, and a CCM
+// replica in each rack peering with both ToRs by multihop eBGP.
+func TestLeafSpine(t *testing.T) {
+	ctx := context.Background()
+	site := newLeafSpine(t, "ls", "leafspine")
+	racks, tors, all, replicas, vip := site.racks, site.tors, site.all, site.replicas, site.vip
+	carrying, connect := site.carrying, site.connect
 	carrying("each ToR has the VIP via its own rack's nodes, the spine via both ToRs", map[*rack][]*node{racks[0]: racks[0].nodes, racks[1]: racks[1].nodes})
 	// Each pod CIDR is at the ToR of its node's rack, via the node, and at
 	// the other ToR through the spine.

@@ -26,9 +26,11 @@ type FRR struct {
 	bgpd  *Process
 }
 
-// StartFRR runs zebra, bfdd and bgpd with the given bgpd configuration;
-// bfdd serves the neighbours given `bfd` there.
-func StartFRR(ns *Netns, dir, bgpConfig string) (*FRR, error) {
+// StartFRR runs zebra, bfdd and bgpd with the given configuration, as an
+// integrated frr.conf: its top-level `bfd` node (profiles) goes to bfdd,
+// the rest to bgpd; bfdd serves the neighbours given `bfd` there.
+func StartFRR(ns *Netns, dir, config string) (*FRR, error) {
+	bgpConfig, bfddConfig := splitConfig(config)
 	if err := EnsureCommands(map[string]string{filepath.Join(frrDaemons, "bgpd"): "frr", "vtysh": "frr"}); err != nil {
 		return nil, err
 	}
@@ -49,7 +51,7 @@ func StartFRR(ns *Netns, dir, bgpConfig string) (*FRR, error) {
 	if err := os.Chown(run, uid, gid); err != nil {
 		return nil, err
 	}
-	for name, content := range map[string]string{"zebra.conf": "hostname router\n", "bfdd.conf": "hostname router\n", "bgpd.conf": bgpConfig} {
+	for name, content := range map[string]string{"zebra.conf": "hostname router\n", "bfdd.conf": bfddConfig, "bgpd.conf": bgpConfig} {
 		p := filepath.Join(run, name)
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			return nil, err
@@ -90,6 +92,27 @@ func StartFRR(ns *Netns, dir, bgpConfig string) (*FRR, error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// splitConfig is an integrated frr.conf as bgpd's file and bfdd's: the
+// top-level `bfd` node, to the `!` that ends it, is bfdd's.
+func splitConfig(config string) (bgpd, bfdd string) {
+	var b, f strings.Builder
+	f.WriteString("hostname router\n")
+	inBFD := false
+	for _, line := range strings.SplitAfter(config, "\n") {
+		text := strings.TrimRight(line, "\n")
+		if text == "bfd" {
+			inBFD = true
+		}
+		if inBFD {
+			f.WriteString(line)
+			inBFD = text != "!"
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.String(), f.String()
 }
 
 func waitFile(path string, timeout time.Duration) error {

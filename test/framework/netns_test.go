@@ -61,3 +61,15 @@ func TestForwardInto(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// An integrated frr.conf's bfd node goes to bfdd, the rest to bgpd.
+func TestSplitConfig(t *testing.T) {
+	conf := "frr defaults traditional\n!\nbfd\n profile ccm\n  minimum-ttl 253\n !\n!\nrouter bgp 65101\n neighbor CCM bfd profile ccm\n!\n"
+	bgpd, bfdd := splitConfig(conf)
+	if want := "frr defaults traditional\n!\nrouter bgp 65101\n neighbor CCM bfd profile ccm\n!\n"; bgpd != want {
+		t.Errorf("bgpd's:\n%s\nwant:\n%s", bgpd, want)
+	}
+	if want := "hostname router\nbfd\n profile ccm\n  minimum-ttl 253\n !\n!\n"; bfdd != want {
+		t.Errorf("bfdd's:\n%s\nwant:\n%s", bfdd, want)
+	}
+}
