@@ -135,6 +135,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", "bgp:\n  peers:\n  - {address: 192.0.2.1, asn: 1, holdTime: soon}\n", []string{`bgp.peers[0].holdTime (line 3): "soon" is not a duration`}},
 		{"missing password file", "bgp:\n  localASN: 1\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 2, passwordFile: /nonexistent/pw}\n", []string{"bgp.peers[0].passwordFile: reading the password"}},
 		{"two documents", "inventory: {}\n---\ninventory: {}\n", []string{"more than one YAML document"}},
+		{"node labels", "inventory:\n  nodeLabels: [\"bad key!\", topology.kubernetes.io/zone]\n",
+			[]string{`inventory.nodeLabels[0]: "bad key!" is not a label key`, `inventory.nodeLabels[1]: "topology.kubernetes.io/zone" is the machine's zone or region, which the inventory gives`}},
 		{"health check", "loadBalancer:\n  healthCheck: {path: healthz, interval: 10ms, timeout: 2m, unhealthyThreshold: -1, healthyThreshold: 101}\n",
 			[]string{`loadBalancer.healthCheck.path: "healthz" is not a URL path`, "loadBalancer.healthCheck.interval: 10ms is below the least interval, 100ms",
 				"loadBalancer.healthCheck.timeout: 2m0s is above the greatest timeout, 1m", "loadBalancer.healthCheck.unhealthyThreshold: -1 is not between 1 and 100",

@@ -6,6 +6,7 @@ package config
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,6 +51,23 @@ type Inventory struct {
 	// person deletes Nodes until at most that many are left. "0" holds
 	// every removal for a person.
 	MaxRemovals string `yaml:"maxRemovals"`
+	// NodeLabels are keys of the Node objects' labels that peers'
+	// nodeSelectors read besides the machines' own labels (a site that
+	// labels its Nodes by rack, as MetalLB's do). A node's kubelet may set
+	// its own Node's labels, except under node-restriction.kubernetes.io/
+	// (the NodeRestriction admission plugin keeps it from them), which are
+	// read without being listed: list a key only if the site keeps kubelets
+	// from writing it. A machine's own label of the same key wins.
+	NodeLabels []string `yaml:"nodeLabels"`
+}
+
+// NodeRestrictionPrefix is the prefix of the Node labels a kubelet may not
+// set under the NodeRestriction admission plugin.
+const NodeRestrictionPrefix = "node-restriction.kubernetes.io/"
+
+// ReadsNodeLabel is whether nodeSelectors read a Node's label of key.
+func (inv *Inventory) ReadsNodeLabel(key string) bool {
+	return strings.HasPrefix(key, NodeRestrictionPrefix) || slices.Contains(inv.NodeLabels, key)
 }
 
 // DefaultMaxRemovals is inventory.maxRemovals unless set.

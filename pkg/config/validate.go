@@ -73,6 +73,13 @@ func (c *Config) validate(readSecrets bool) error {
 	default:
 		add(root.Child("unlistedNodes"), "%q is not one of reject, allow", inv.UnlistedNodes)
 	}
+	for i, k := range inv.NodeLabels {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			add(root.Child("nodeLabels").Index(i), "%q is not a label key: %s", k, strings.Join(msgs, "; "))
+		} else if k == "topology.kubernetes.io/zone" || k == "topology.kubernetes.io/region" {
+			add(root.Child("nodeLabels").Index(i), "%q is the machine's zone or region, which the inventory gives", k)
+		}
+	}
 	if v := strings.TrimSpace(inv.MaxRemovals); v != "" {
 		if _, _, ok := countOrShare(v); !ok {
 			add(root.Child("maxRemovals"), "%q is neither a count (3) nor a share of the machines (10%%)", inv.MaxRemovals)

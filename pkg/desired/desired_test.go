@@ -315,3 +315,36 @@ func TestSharedVIPIsTheSameInEveryOrder(t *testing.T) {
 		t.Errorf("192.168.1.200 is not answered once, as lan1's:\n%s", want)
 	}
 }
+
+// A peer's nodeSelector reads the machine's labels, and of the Node's own
+// those the site sets: under node-restriction.kubernetes.io/ (no kubelet
+// may write them) and the keys inventory.nodeLabels names. A machine's
+// label wins over the Node's of the same key; the rest of the Node's
+// labels (its kubelet may write them) are not read.
+func TestNodeSelectorsReadTheLabelsTheSiteSets(t *testing.T) {
+	cfg := parse(t, "reject")
+	cfg.Inventory.Machines[0].Labels = map[string]string{"rack": "r1"}
+	cfg.Inventory.NodeLabels = []string{"rack", "row"}
+	labelled := func(labels map[string]string) nodeOpt { return func(n *v1.Node) { n.Labels = labels } }
+	for _, tc := range []struct {
+		name      string
+		node      *v1.Node
+		key, want string // want "" for not read
+	}{
+		{"a listed key", node("b", "10.0.0.2", labelled(map[string]string{"row": "5"})), "row", "5"},
+		{"a key no kubelet may write", node("b", "10.0.0.2", labelled(map[string]string{"node-restriction.kubernetes.io/rack": "r2"})), "node-restriction.kubernetes.io/rack", "r2"},
+		{"a key its kubelet may write", node("b", "10.0.0.2", labelled(map[string]string{"hall": "h1"})), "hall", ""},
+		{"the machine's label wins", node("a", "10.0.0.1", labelled(map[string]string{"rack": "r9"})), "rack", "r1"},
+		{"the inventory's zone wins", node("b", "10.0.0.2", labelled(map[string]string{"topology.kubernetes.io/zone": "z9"})), "topology.kubernetes.io/zone", ""},
+	} {
+		j := Judge([]*v1.Node{tc.node}, inventory.New(cfg.Inventory), nil).ByName[tc.node.Name]
+		if got := j.Labels[tc.key]; got != tc.want {
+			t.Errorf("%s: label %s is %q, want %q", tc.name, tc.key, got, tc.want)
+		}
+	}
+	// A relabelled Node is worth a convergence.
+	before, after := node("b", "10.0.0.2", labelled(map[string]string{"rack": "r1"})), node("b", "10.0.0.2", labelled(map[string]string{"rack": "r2"}))
+	if Routing(before) == Routing(after) {
+		t.Errorf("a Node relabelled from rack r1 to r2 changes nothing that matters to its next hops")
+	}
+}

@@ -110,6 +110,11 @@ func judge(node *v1.Node, inv *inventory.Inventory, pins map[string]Pin) (*Node,
 		d := inv.Defaults()
 		j.Labels = config.SelectorLabels(nil, d.Zone, d.Region)
 	}
+	for k, v := range node.Labels {
+		if _, mine := j.Labels[k]; !mine && inv.ReadsNodeLabel(k) {
+			j.Labels[k] = v
+		}
+	}
 	usable, dropped := usableAddresses(addrs)
 	j.Addresses, j.IPs = usable, nodeIPs(usable)
 	j.Carries = Eligible(node) && Ready(node)
@@ -232,7 +237,8 @@ func Initialised(node *v1.Node) bool {
 // Routing is what of a Node matters to its next hops and its routes: a
 // change of it is worth a convergence.
 func Routing(node *v1.Node) string {
-	return fmt.Sprint(Ready(node), node.Status.Addresses, Eligible(node), Initialised(node), node.Spec.ProviderID, node.Spec.PodCIDRs)
+	// Labels too: peers' nodeSelectors may read some (inventory.nodeLabels).
+	return fmt.Sprint(Ready(node), node.Status.Addresses, Eligible(node), Initialised(node), node.Spec.ProviderID, node.Spec.PodCIDRs, node.Labels)
 }
 
 // nodeIPs are the next-hop addresses of a node: its InternalIPs, one per

@@ -53,6 +53,10 @@ func (inv *Inventory) UnlistedNodes() config.UnlistedNodePolicy { return inv.cfg
 // set none of their own.
 func (inv *Inventory) Defaults() config.Defaults { return inv.cfg.Defaults }
 
+// ReadsNodeLabel is whether nodeSelectors read a Node's label of key (see
+// config.Inventory.NodeLabels).
+func (inv *Inventory) ReadsNodeLabel(key string) bool { return inv.cfg.ReadsNodeLabel(key) }
+
 // Machines returns every machine, in file order.
 func (inv *Inventory) Machines() []config.Machine { return inv.cfg.Machines }
 

@@ -26,7 +26,7 @@ var leafSpineBFDRuns = flag.Int("leafspine-bfd-runs", 1, "runs of each failure i
 // behind the spine connecting every 50 ms meets no failure. The figures
 // are logged per ToR; -leafspine-bfd-runs repeats each failure.
 func TestLeafSpineBFD(t *testing.T) {
-	site := newLeafSpine(t, "lb", "leafspine-bfd")
+	site := newLeafSpine(t, "lb", "leafspine-bfd", nil)
 	racks, tors := site.racks, site.tors
 	both := map[*rack][]*node{racks[0]: racks[0].nodes, racks[1]: racks[1].nodes}
 	site.carrying("each ToR has the VIP via its own rack's nodes", both)

@@ -80,8 +80,9 @@ type leafSpine struct {
 }
 
 // newLeafSpine builds the site, its namespaces named after short, with the
-// page's ToR and CCM blocks as they are, and a Service named service.
-func newLeafSpine(t *testing.T, short, service string) *leafSpine {
+// page's ToR and CCM blocks as they are (the CCM's config through edit, if
+// given), and a Service named service.
+func newLeafSpine(t *testing.T, short, service string, edit func(config string) string) *leafSpine {
 	ctx := context.Background()
 	l := newLab(t, short)
 	spine := l.router("spine", "10.0.1.1/24")
@@ -148,8 +149,12 @@ func newLeafSpine(t *testing.T, short, service string) *leafSpine {
 			t.Fatalf("%v %s", err, out)
 		}
 	}
+	config := cfg.String()
+	if edit != nil {
+		config = edit(config)
+	}
 	cfgFile := filepath.Join(t.TempDir(), "cloud.yaml")
-	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var replicas []*framework.Process
@@ -245,7 +250,7 @@ func newLeafSpine(t *testing.T, short, service string) *leafSpine {
 // replica in each rack peering with both ToRs by multihop eBGP.
 func TestLeafSpine(t *testing.T) {
 	ctx := context.Background()
-	site := newLeafSpine(t, "ls", "leafspine")
+	site := newLeafSpine(t, "ls", "leafspine", nil)
 	racks, tors, all, replicas, vip := site.racks, site.tors, site.all, site.replicas, site.vip
 	carrying, connect := site.carrying, site.connect
 	carrying("each ToR has the VIP via its own rack's nodes, the spine via both ToRs", map[*rack][]*node{racks[0]: racks[0].nodes, racks[1]: racks[1].nodes})
