@@ -80,7 +80,9 @@ func (s *Speaker) Load(t Table) error {
 		return fmt.Errorf("loading %d paths: %w", t.Paths(), b.err)
 	}
 	s.announced = maps.Clone(t.prefixes)
-	s.paths = t.Paths()
+	for prefix, a := range t.prefixes {
+		s.paths[family(prefix)] += len(a.hops)
+	}
 	return nil
 }
 

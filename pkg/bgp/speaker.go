@@ -100,9 +100,10 @@ type Speaker struct {
 	log *slog.Logger
 
 	mu sync.Mutex
-	// announced is what was sent, by prefix; paths counts its next hops.
+	// announced is what was sent, by prefix; paths counts its next hops,
+	// IPv4 and IPv6.
 	announced map[netip.Prefix]*announced
-	paths     int
+	paths     [2]int
 	peers     map[netip.Addr]Peer
 	// capped is how many prefixes capNextHops cut at the last convergence.
 	capped int
@@ -408,18 +409,19 @@ func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 		return change, b.err
 	}
 	for prefix, a := range next {
+		f := family(prefix)
 		if old, ok := s.announced[prefix]; ok {
-			s.paths -= len(old.hops)
+			s.paths[f] -= len(old.hops)
 		}
 		if len(a.hops) == 0 {
 			delete(s.announced, prefix)
 			continue
 		}
 		s.announced[prefix] = a
-		s.paths += len(a.hops)
+		s.paths[f] += len(a.hops)
 	}
 	if b.added+b.withdrawn > 0 {
-		s.log.Info("BGP paths converged", "announced", s.paths, "added", b.added, "replaced", b.replaced, "withdrawn", b.withdrawn)
+		s.log.Info("BGP paths converged", "announced", s.paths[0]+s.paths[1], "added", b.added, "replaced", b.replaced, "withdrawn", b.withdrawn)
 	}
 	return change, nil
 }
@@ -428,7 +430,26 @@ func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 func (s *Speaker) Announced() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.paths
+	return s.paths[0] + s.paths[1]
+}
+
+// AnnouncedIn returns the number of IPv4 (or IPv6) paths announced now:
+// what a peer that takes the family is sent.
+func (s *Speaker) AnnouncedIn(v6 bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v6 {
+		return s.paths[1]
+	}
+	return s.paths[0]
+}
+
+// family is 0 for an IPv4 prefix, 1 for IPv6: an index of paths.
+func family(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 0
+	}
+	return 1
 }
 
 func comparePrefixes(a, b netip.Prefix) int {

@@ -144,7 +144,28 @@ func (a *Announcer) setPaths(speaker *bgp.Speaker, paths []bgp.Announcement) err
 	}
 	a.mu.Unlock()
 	announcedPaths.Set(float64(total))
+	a.countPeerPaths()
 	return err
+}
+
+// countPeerPaths sets what each peer is sent, by family, from its
+// speaker's table.
+func (a *Announcer) countPeerPaths() {
+	a.peers.mu.Lock()
+	defer a.peers.mu.Unlock()
+	for addr, p := range a.peers.inForce {
+		s := a.peers.speakerOf[addr]
+		for _, f := range []struct {
+			name   string
+			on, v6 bool
+		}{{"IPv4", p.IPv4, false}, {"IPv6", p.IPv6, true}} {
+			if !f.on || s == nil {
+				peerPaths.DeleteLabelValues(addr.String(), f.name)
+				continue
+			}
+			peerPaths.WithLabelValues(addr.String(), f.name).Set(float64(s.AnnouncedIn(f.v6)))
+		}
+	}
 }
 
 // Run runs the speakers until ctx ends, while the API server is reachable

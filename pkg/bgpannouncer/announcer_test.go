@@ -2,6 +2,7 @@ package bgpannouncer
 
 import (
 	"context"
+	"maps"
 	"errors"
 	"fmt"
 	"net"
@@ -505,4 +506,53 @@ func freeTCPPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Each peer's series say what it is sent, by the families it takes: its
+// selection's table.
+func TestPeerPathsCountWhatEachRouterIsSent(t *testing.T) {
+	cfg := mustParse(t, fmt.Sprintf(`
+loadBalancer:
+  pools:
+  - {name: site, addresses: [10.1.0.0/24, "2001:db8::/120"]}
+bgp:
+  localASN: 64512
+  routerID: 127.0.0.1
+  peers:
+  - {address: 127.0.0.2, port: %d, asn: 64500, maximumPaths: 1, addressFamilies: [ipv4-unicast]}
+  - {address: 127.0.0.3, port: %d, asn: 64500}
+`, freeTCPPort(t), freeTCPPort(t)))
+	a := New(cfg, &report.Reporter{Events: (&events{}).add})
+	ctx, cancel := context.WithCancel(t.Context())
+	a.running, a.failed = ctx, map[string]bool{}
+	t.Cleanup(func() { cancel(); a.stopAll() })
+	hops := func(addrs ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range addrs {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	v4, v6 := netip.MustParsePrefix("10.1.0.1/32"), netip.MustParsePrefix("2001:db8::1/128")
+	if err := a.Apply(map[string][]bgp.Announcement{
+		"1":   {{Prefix: v4, NextHops: hops("192.0.2.1")}},
+		"255": {{Prefix: v4, NextHops: hops("192.0.2.1", "192.0.2.2", "192.0.2.3")}, {Prefix: v6, NextHops: hops("2001:db8:1::1", "2001:db8:1::2")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, line := range strings.Split(gathered(t, "baremetal_bgp_peer_paths"), "\n") {
+		for _, peer := range []string{"127.0.0.2", "127.0.0.3"} {
+			for _, family := range []string{"IPv4", "IPv6"} {
+				if strings.Contains(line, `"`+peer+`"`) && strings.Contains(line, `"`+family+`"`) {
+					var v float64
+					fmt.Sscan(line[strings.LastIndex(line, "value:")+len("value:"):], &v)
+					got[peer+" "+family] = v
+				}
+			}
+		}
+	}
+	if want := map[string]float64{"127.0.0.2 IPv4": 1, "127.0.0.3 IPv4": 3, "127.0.0.3 IPv6": 2}; !maps.Equal(got, want) {
+		t.Errorf("paths sent by peer and family %v, want %v (none of IPv6 for 127.0.0.2, which takes IPv4 only)", got, want)
+	}
 }

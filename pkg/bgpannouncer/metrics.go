@@ -43,6 +43,12 @@ var (
 		Help:           "Pools announced over BGP while the speaker has no peer to announce to (bgp.peers is empty, or no peer's password file can be read), else 0.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	peerPaths = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_bgp",
+		Name:           "peer_paths",
+		Help:           "Paths (prefix and next hop) this replica sends the peer, by address family of those the peer takes: the table of its maximumPaths and nodeSelector. A router without ADD-PATH installs one path of each prefix.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer", "family"})
 	announcedPaths = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_bgp",
 		Name:           "announced_paths",
@@ -53,7 +59,7 @@ var (
 
 // Metrics are the announcer's metrics, for the caller to register.
 func Metrics() []metrics.Registerable {
-	return []metrics.Registerable{peerEstablished, peerTransitions, pathUpdates, peerAddPath, speakerNotStarted, poolsWithoutPeers, announcedPaths}
+	return []metrics.Registerable{peerEstablished, peerTransitions, pathUpdates, peerAddPath, peerPaths, speakerNotStarted, poolsWithoutPeers, announcedPaths}
 }
 
 // forgetPeer deletes the series of a peer that left the config: a stale
@@ -61,5 +67,6 @@ func Metrics() []metrics.Registerable {
 func forgetPeer(addr netip.Addr) {
 	peerEstablished.DeleteLabelValues(addr.String())
 	peerAddPath.DeleteLabelValues(addr.String())
+	peerPaths.DeletePartialMatch(map[string]string{"peer": addr.String()})
 	peerTransitions.DeletePartialMatch(map[string]string{"peer": addr.String()})
 }

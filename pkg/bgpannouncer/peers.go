@@ -219,6 +219,7 @@ func (a *Announcer) setPeers(ctx context.Context) {
 	for _, h := range handovers {
 		go a.release(running, h)
 	}
+	a.countPeerPaths()
 	a.setBFD(cfg.BGP, applied)
 }
 

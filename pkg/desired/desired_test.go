@@ -280,13 +280,14 @@ func TestSharedVIPIsTheSameInEveryOrder(t *testing.T) {
 			}
 			fmt.Fprintln(&b, "l2", v.Addr, v.Namespace+"/"+v.Name, carriers)
 		}
+		fmt.Fprintln(&b, "fingerprint", st.Fingerprint())
 		return b.String()
 	}
 	var want string
 	var permute func(k int)
 	permute = func(k int) {
 		if k == len(services) {
-			got := describe(Compute(Input{LoadBalancer: &cfg.LoadBalancer, Nodes: nodes, Services: slices.Clone(services)}))
+			got := describe(Compute(Input{LoadBalancer: &cfg.LoadBalancer, Nodes: nodes, Services: slices.Clone(services), Selections: []config.PathSelection{{MaximumPaths: config.DefaultMaximumPaths}}}))
 			if want == "" {
 				want = got
 				t.Logf("first order's table:\n%s", got)
@@ -346,5 +347,38 @@ func TestNodeSelectorsReadTheLabelsTheSiteSets(t *testing.T) {
 	before, after := node("b", "10.0.0.2", labelled(map[string]string{"rack": "r1"})), node("b", "10.0.0.2", labelled(map[string]string{"rack": "r2"}))
 	if Routing(before) == Routing(after) {
 		t.Errorf("a Node relabelled from rack r1 to r2 changes nothing that matters to its next hops")
+	}
+}
+
+// The fingerprint tells tables apart: a node fewer, other attributes, a
+// layer 2 VIP's other candidates; and fits a float64 exactly.
+func TestFingerprintTellsTablesApart(t *testing.T) {
+	withPeer := func(text string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse([]byte(strings.Replace(text, "bgp: {localASN: 64512, routerID: 10.0.0.254}", "bgp: {localASN: 64512, routerID: 10.0.0.254, peers: [{address: 10.0.0.253, asn: 64500}]}", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	cfg := withPeer(fmt.Sprintf(siteConfig, "reject"))
+	services := []Service{held("ns", "web", "10.1.0.1"), held("ns", "lan", "192.168.1.200")}
+	of := func(nodes ...*v1.Node) uint64 {
+		sels, _ := cfg.BGP.Selections()
+		return Compute(Input{LoadBalancer: &cfg.LoadBalancer, Nodes: Judge(nodes, inventory.New(cfg.Inventory), nil), Services: slices.Clone(services), Selections: sels}).Fingerprint()
+	}
+	both := of(node("a", "10.0.0.1"), node("b", "10.0.0.2"))
+	if again := of(node("b", "10.0.0.2"), node("a", "10.0.0.1")); again != both {
+		t.Errorf("the same cluster in another order: %x, want %x", again, both)
+	}
+	if one := of(node("a", "10.0.0.1"), node("b", "10.0.0.2", notReady)); one == both {
+		t.Errorf("a node NotReady left the fingerprint as it was")
+	}
+	if both >= 1<<53 {
+		t.Errorf("fingerprint %x does not fit a float64's 53 bits", both)
+	}
+	cfg = withPeer(strings.Replace(fmt.Sprintf(siteConfig, "reject"), "65535:65281", "65535:65282", 1))
+	if other := of(node("a", "10.0.0.1"), node("b", "10.0.0.2")); other == both {
+		t.Errorf("other communities left the fingerprint as it was")
 	}
 }

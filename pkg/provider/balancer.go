@@ -204,6 +204,7 @@ func (b *balancer) converge() error {
 	})
 	vipsWithoutNextHops.Set(float64(st.Unannounced()))
 	endpointNodesLeftOut.Set(float64(st.LeftOut))
+	tableFingerprint.Set(float64(st.Fingerprint()))
 	b.l2.Apply(st)
 	return b.bgp.Apply(st.Tables)
 }

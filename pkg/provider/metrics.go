@@ -38,7 +38,7 @@ var (
 
 // Metrics are every metric of this provider, its announcers' included.
 func Metrics() []metrics.Registerable {
-	own := []metrics.Registerable{configReloads, configValid, removalsHeld, vipsWithoutNextHops, endpointNodesLeftOut, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
+	own := []metrics.Registerable{configReloads, configValid, removalsHeld, vipsWithoutNextHops, tableFingerprint, endpointNodesLeftOut, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
 	return slices.Concat(own, bgpannouncer.Metrics(), bfd.Metrics(), l2announcer.Metrics())
 }
 
@@ -58,6 +58,12 @@ var (
 		Subsystem:      "baremetal_load_balancer",
 		Name:           "vips_without_next_hops",
 		Help:           "VIPs in Service status that are not announced, as no eligible node can carry them (none of their family, or for externalTrafficPolicy Local none with a ready endpoint).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	tableFingerprint = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "baremetal_load_balancer",
+		Name:           "table_fingerprint",
+		Help:           "A digest (53 bits) of what this replica announces: every router selection's paths and every layer 2 VIP's candidate nodes. Replicas that see the same cluster have the same value; values that differ for longer than a convergence mean their views differ (alert BaremetalReplicasDisagree).",
 		StabilityLevel: metrics.ALPHA,
 	})
 	endpointNodesLeftOut = metrics.NewGauge(&metrics.GaugeOpts{
