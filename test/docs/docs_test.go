@@ -392,3 +392,46 @@ func TestEveryMetalLBExampleConverts(t *testing.T) {
 		t.Error("no MetalLB example in the docs; the extraction is broken")
 	}
 }
+
+// Every alert of the chart has a runbook_url into docs/operations/alerts.md,
+// at a section of its own name, and the page has no section for an alert
+// that does not exist.
+func TestEveryAlertHasItsRunbook(t *testing.T) {
+	const base = "https://github.com/cloud-provider-baremetal/cloud-provider-baremetal/blob/main/docs/operations/alerts.md#"
+	root := framework.RepoRoot()
+	raw, err := os.ReadFile(filepath.Join(root, "deploy", "chart", "baremetal-cloud-controller-manager", "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(root, "docs", "operations", "alerts.md")
+	sections := anchors(t, page)
+	var alerts []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, strings.ToLower(r.Alert))
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], base)
+			if !ok || anchor != strings.ToLower(r.Alert) {
+				t.Errorf("%s: runbook_url %q, want %s%s", r.Alert, r.Annotations["runbook_url"], base, strings.ToLower(r.Alert))
+			}
+			if !slices.Contains(sections, strings.ToLower(r.Alert)) {
+				t.Errorf("%s: no section ## %s in docs/operations/alerts.md", r.Alert, r.Alert)
+			}
+		}
+	}
+	for _, s := range sections {
+		if strings.HasPrefix(s, "baremetal") && !slices.Contains(alerts, s) {
+			t.Errorf("docs/operations/alerts.md has a section %q for no alert of the chart", s)
+		}
+	}
+}
