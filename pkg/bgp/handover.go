@@ -49,7 +49,7 @@ func (s *Speaker) Load(t Table) error {
 	if len(s.announced) > 0 || len(s.peers) > 0 {
 		return errors.New("loading a table into a speaker that announces or has peers")
 	}
-	b := newBatch(s.srv)
+	b := newBatch(s.srv, s.asn)
 	var standIns []func()
 	for _, prefix := range slices.SortedFunc(maps.Keys(t.prefixes), comparePrefixes) {
 		a := t.prefixes[prefix]

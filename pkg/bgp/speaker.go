@@ -65,10 +65,17 @@ type Attributes struct {
 	LargeCommunities []LargeCommunity
 	// LocalPref, if non-zero, is sent to iBGP peers.
 	LocalPref uint32
+	// MED, if HasMED, is the multi-exit discriminator.
+	MED    uint32
+	HasMED bool
+	// Prepend is how many more times the speaker's AS leads the AS path,
+	// besides the once every eBGP session adds.
+	Prepend uint8
 }
 
 func (a Attributes) equal(b Attributes) bool {
-	return a.LocalPref == b.LocalPref && slices.Equal(a.Communities, b.Communities) && slices.Equal(a.LargeCommunities, b.LargeCommunities)
+	return a.LocalPref == b.LocalPref && a.MED == b.MED && a.HasMED == b.HasMED && a.Prepend == b.Prepend &&
+		slices.Equal(a.Communities, b.Communities) && slices.Equal(a.LargeCommunities, b.LargeCommunities)
 }
 
 // Announcement is a prefix via each of its next hops: one path per next
@@ -98,6 +105,7 @@ type PeerState struct {
 type Speaker struct {
 	srv *server.BgpServer
 	log *slog.Logger
+	asn uint32
 
 	mu sync.Mutex
 	// announced is what was sent, by prefix; paths counts its next hops,
@@ -145,6 +153,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onPeerState func(P
 	level.Set(slog.LevelWarn)
 	s := &Speaker{
 		srv:         server.NewBgpServer(server.LoggerOption(log, level)),
+		asn:         cfg.ASN,
 		log:         log,
 		announced:   map[netip.Prefix]*announced{},
 		peers:       map[netip.Addr]Peer{},
@@ -372,7 +381,7 @@ func (s *Speaker) SetPaths(want []Announcement) (Change, error) {
 		}
 		byPrefix[a.Prefix] = a
 	}
-	b := newBatch(s.srv)
+	b := newBatch(s.srv, s.asn)
 	next := map[netip.Prefix]*announced{}
 	capped := 0
 	for _, prefix := range slices.SortedFunc(maps.Keys(byPrefix), comparePrefixes) {
@@ -490,6 +499,7 @@ func sameAddrs(hops []hop, addrs []netip.Addr) bool {
 // path it holds): one origin, one next-hop attribute per next hop.
 type batch struct {
 	srv              *server.BgpServer
+	asn              uint32 // the speaker's, for AS paths it prepends
 	add, withdraw    []*apiutil.Path
 	added, withdrawn int
 	replaced         int // queued in add in place of a path leaving
@@ -500,8 +510,8 @@ type batch struct {
 
 const batchSize = 5000
 
-func newBatch(srv *server.BgpServer) *batch {
-	return &batch{srv: srv, origin: bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP), nextHops: map[netip.Addr]bgp.PathAttributeInterface{}}
+func newBatch(srv *server.BgpServer, asn uint32) *batch {
+	return &batch{srv: srv, asn: asn, origin: bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP), nextHops: map[netip.Addr]bgp.PathAttributeInterface{}}
 }
 
 // flush sends what is queued, withdrawals first: a path that replaces
@@ -618,6 +628,16 @@ func (b *batch) prefix(prefix netip.Prefix, a Attributes) *prefixPaths {
 	}
 	if a.LocalPref != 0 {
 		pp.attrs = append(pp.attrs, bgp.NewPathAttributeLocalPref(a.LocalPref))
+	}
+	if a.HasMED {
+		pp.attrs = append(pp.attrs, bgp.NewPathAttributeMultiExitDisc(a.MED))
+	}
+	if a.Prepend > 0 {
+		asns := make([]uint32, a.Prepend)
+		for i := range asns {
+			asns[i] = b.asn
+		}
+		pp.attrs = append(pp.attrs, bgp.NewPathAttributeAsPath([]bgp.AsPathParamInterface{bgp.NewAs4PathParam(bgp.BGP_ASPATH_ATTR_TYPE_SEQ, asns)}))
 	}
 	return pp
 }

@@ -145,7 +145,36 @@ type BGP struct {
 	// ListenAddresses limit where ListenPort is opened.
 	ListenAddresses []string `yaml:"listenAddresses"`
 	Peers           []Peer   `yaml:"peers"`
+	// Advertisements announce pools to some of the peers, with attributes
+	// of their own (MetalLB's BGPAdvertisement). A pool no advertisement
+	// names is announced to every peer with its own attributes.
+	Advertisements []Advertisement `yaml:"advertisements"`
 }
+
+// Advertisement announces pools to some of the peers, with attributes of
+// its own besides the pools'. A pool that an advertisement names is
+// announced only as its advertisements say: to their peers, with their
+// attributes.
+type Advertisement struct {
+	// Pools are the names of the pools it announces.
+	Pools []string `yaml:"pools"`
+	// Peers are the addresses of the peers it announces them to; empty,
+	// every peer.
+	Peers []string `yaml:"peers"`
+	// Communities and LargeCommunities are sent besides the pools' own.
+	Communities      []string `yaml:"communities"`
+	LargeCommunities []string `yaml:"largeCommunities"`
+	// LocalPreference replaces the pool's; iBGP peers only.
+	LocalPreference *uint32 `yaml:"localPreference"`
+	// MED is the multi-exit discriminator sent with the paths.
+	MED *uint32 `yaml:"med"`
+	// ASPathPrepend is how many more times the local AS leads the AS path,
+	// 1 to 10; eBGP peers only.
+	ASPathPrepend int `yaml:"asPathPrepend"`
+}
+
+// MaxASPathPrepend is the most an advertisement may prepend.
+const MaxASPathPrepend = 10
 
 // Peer is one BGP neighbour, a router of the site.
 type Peer struct {

@@ -17,11 +17,18 @@ import (
 // nodes no longer chosen. Until that is solved, a site opts in.
 const DefaultMaximumPaths = MaxMaximumPaths
 
-// PathSelection is which of a VIP's nodes a router is sent as next hops:
-// at most MaximumPaths of those NodeSelector matches.
+// PathSelection is what a router is sent: of each VIP's nodes, at most
+// MaximumPaths of those NodeSelector matches; of the pools, those the
+// advertisements give it.
 type PathSelection struct {
 	MaximumPaths int
 	NodeSelector *LabelSelector // nil: every node
+	// Advertised are the pools some advertisement names (of every peer's).
+	Advertised map[string]bool
+	// Ads are the indexes in bgp.advertisements of those that give the
+	// peers pools, and Advertisements those advertisements.
+	Ads            []int
+	Advertisements []Advertisement
 }
 
 // Selection is the peer's choice of next hops.
@@ -31,18 +38,48 @@ func (p *Peer) Selection() PathSelection {
 
 // Key names the selection: peers with equal keys are sent the same paths.
 func (s PathSelection) Key() string {
-	if s.NodeSelector == nil {
-		return fmt.Sprint(s.MaximumPaths)
+	key := fmt.Sprint(s.MaximumPaths)
+	if s.NodeSelector != nil {
+		key = fmt.Sprintf("%d %s", s.MaximumPaths, s.NodeSelector.Selector())
 	}
-	return fmt.Sprintf("%d %s", s.MaximumPaths, s.NodeSelector.Selector())
+	if len(s.Ads) > 0 {
+		key += fmt.Sprintf(" advertisements %v", s.Ads)
+	}
+	return key
+}
+
+// Announces is whether the selection's peers are sent pool, and the
+// advertisement whose attributes go with it (nil: the pool's own only).
+func (s PathSelection) Announces(pool string) (*Advertisement, bool) {
+	if !s.Advertised[pool] {
+		return nil, true
+	}
+	for i := range s.Advertisements {
+		if slices.Contains(s.Advertisements[i].Pools, pool) {
+			return &s.Advertisements[i], true
+		}
+	}
+	return nil, false
 }
 
 // Selections are the distinct selections of the peers, in the order they
 // first appear, each with the indexes of its peers.
 func (b *BGP) Selections() (sels []PathSelection, peers [][]int) {
+	advertised := map[string]bool{}
+	for _, ad := range b.Advertisements {
+		for _, p := range ad.Pools {
+			advertised[p] = true
+		}
+	}
 	var keys []string
 	for i := range b.Peers {
 		s := b.Peers[i].Selection()
+		s.Advertised = advertised
+		for j, ad := range b.Advertisements {
+			if len(ad.Peers) == 0 || slices.ContainsFunc(ad.Peers, func(a string) bool { return samePeer(a, b.Peers[i].Address) }) {
+				s.Ads, s.Advertisements = append(s.Ads, j), append(s.Advertisements, ad)
+			}
+		}
 		k := slices.Index(keys, s.Key())
 		if k < 0 {
 			keys, sels, peers = append(keys, s.Key()), append(sels, s), append(peers, nil)

@@ -300,6 +300,70 @@ func (c *Config) validateNetwork(add reporter, readSecrets bool) {
 			}
 		}
 	}
+	validateAdvertisements(add, bp, b, lb)
+}
+
+// validateAdvertisements checks bgp.advertisements: pools and peers that
+// exist, attributes each peer can take (local preference on iBGP, prepend
+// on eBGP), and one advertisement at most for each pool and peer.
+func validateAdvertisements(add reporter, bp *field.Path, b *BGP, lb *LoadBalancer) {
+	covered := map[[2]string]int{}
+	for i, ad := range b.Advertisements {
+		ap := bp.Child("advertisements").Index(i)
+		if len(ad.Pools) == 0 {
+			add(ap.Child("pools"), "names no pool")
+		}
+		for j, name := range ad.Pools {
+			k := slices.IndexFunc(lb.Pools, func(p Pool) bool { return p.Name == name })
+			switch {
+			case k < 0:
+				add(ap.Child("pools").Index(j), "%q is no pool of loadBalancer.pools", name)
+			case lb.Pools[k].Announced(lb) != AnnounceBGP:
+				add(ap.Child("pools").Index(j), "pool %q is not announced over BGP", name)
+			}
+		}
+		var targets []int // indexes of its peers in bgp.peers
+		for j, a := range ad.Peers {
+			k := slices.IndexFunc(b.Peers, func(p Peer) bool { return samePeer(p.Address, a) })
+			if k < 0 {
+				add(ap.Child("peers").Index(j), "%q is no peer of bgp.peers", a)
+				continue
+			}
+			targets = append(targets, k)
+		}
+		if len(ad.Peers) == 0 {
+			for k := range b.Peers {
+				targets = append(targets, k)
+			}
+		}
+		checkPathAttributes(add, ap, PoolBGP{Communities: ad.Communities, LargeCommunities: ad.LargeCommunities})
+		if ad.ASPathPrepend < 0 || ad.ASPathPrepend > MaxASPathPrepend {
+			add(ap.Child("asPathPrepend"), "%d must be from 1 to %d", ad.ASPathPrepend, MaxASPathPrepend)
+		}
+		for _, k := range targets {
+			p := &b.Peers[k]
+			if ad.LocalPreference != nil && p.ASN != b.LocalASN {
+				add(ap.Child("localPreference"), "is sent to iBGP peers only: bgp.peers[%d] (%s, asn %d) is eBGP (localASN %d)", k, p.Address, p.ASN, b.LocalASN)
+			}
+			if ad.ASPathPrepend > 0 && p.ASN == b.LocalASN {
+				add(ap.Child("asPathPrepend"), "is for eBGP peers only: bgp.peers[%d] (%s) is iBGP", k, p.Address)
+			}
+			for _, pool := range ad.Pools {
+				key := [2]string{pool, p.Address}
+				if prev, ok := covered[key]; ok && prev != i {
+					add(ap, "pool %q goes to %s by bgp.advertisements[%d] already: one advertisement for each pool and peer", pool, p.Address, prev)
+				}
+				covered[key] = i
+			}
+		}
+	}
+}
+
+// samePeer is whether two peer addresses are the same address.
+func samePeer(a, b string) bool {
+	x, errA := netip.ParseAddr(a)
+	y, errB := netip.ParseAddr(b)
+	return errA == nil && errB == nil && x == y
 }
 
 // checkSelector checks a label selector of the config.

@@ -289,6 +289,24 @@ func byFamily(nodes []*Node) map[bool]family {
 	return out
 }
 
+// withAdvertisement are a pool's attributes a as an advertisement sends
+// them: its communities besides the pool's, its local preference instead,
+// its MED and AS-path prepend.
+func withAdvertisement(a bgp.Attributes, ad *config.Advertisement) bgp.Attributes {
+	out := a
+	extra := AttributesOf(config.PoolBGP{Communities: ad.Communities, LargeCommunities: ad.LargeCommunities, LocalPreference: ad.LocalPreference})
+	out.Communities = append(slices.Clip(a.Communities), extra.Communities...)
+	out.LargeCommunities = append(slices.Clip(a.LargeCommunities), extra.LargeCommunities...)
+	if ad.LocalPreference != nil {
+		out.LocalPref = extra.LocalPref
+	}
+	if ad.MED != nil {
+		out.MED, out.HasMED = *ad.MED, true
+	}
+	out.Prepend = uint8(ad.ASPathPrepend)
+	return out
+}
+
 // AttributesOf are a pool's (or the routes') BGP attributes.
 func AttributesOf(a config.PoolBGP) bgp.Attributes {
 	var out bgp.Attributes

@@ -3,6 +3,7 @@ package desired
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudapi "k8s.io/cloud-provider/api"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgp"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/inventory"
 )
@@ -380,5 +382,49 @@ func TestFingerprintTellsTablesApart(t *testing.T) {
 	cfg = withPeer(strings.Replace(fmt.Sprintf(siteConfig, "reject"), "65535:65281", "65535:65282", 1))
 	if other := of(node("a", "10.0.0.1"), node("b", "10.0.0.2")); other == both {
 		t.Errorf("other communities left the fingerprint as it was")
+	}
+}
+
+// Advertisements give each router its pools, with their attributes: a
+// pool an advertisement names goes only to that advertisement's peers,
+// with its communities besides the pool's, its MED and prepend; a pool
+// none names goes to every router as it is.
+func TestAdvertisementsGiveEachRouterItsPools(t *testing.T) {
+	text := strings.Replace(fmt.Sprintf(siteConfig, "reject"), "bgp: {localASN: 64512, routerID: 10.0.0.254}", `bgp:
+  localASN: 64512
+  routerID: 10.0.0.254
+  peers:
+  - {address: 10.0.0.251, asn: 64500}
+  - {address: 10.0.0.252, asn: 64500}
+  - {address: 10.0.0.253, asn: 64500}
+  advertisements:
+  - {pools: [site], peers: [10.0.0.251], communities: ["65000:1"], med: 10, asPathPrepend: 2}
+  - {pools: [site], peers: [10.0.0.252]}`, 1)
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sels, peers := cfg.BGP.Selections()
+	if len(sels) != 3 {
+		t.Fatalf("selections %d (peers %v), want one for each router", len(sels), peers)
+	}
+	nodes := Judge([]*v1.Node{node("a", "10.0.0.1"), node("b", "10.0.0.2")}, inventory.New(cfg.Inventory), nil)
+	st := Compute(Input{LoadBalancer: &cfg.LoadBalancer, Nodes: nodes, Services: []Service{held("ns", "web", "10.1.0.1"), held("ns", "six", "2001:db8::1")}, Selections: sels})
+	sent := func(sel config.PathSelection) map[string]bgp.Attributes {
+		out := map[string]bgp.Attributes{}
+		for _, p := range st.Tables[sel.Key()] {
+			out[p.Prefix.Addr().String()] = p.Attributes
+		}
+		return out
+	}
+	pool := bgp.Attributes{Communities: []uint32{65535<<16 | 65281}}
+	for i, want := range []map[string]bgp.Attributes{
+		{"10.1.0.1": {Communities: []uint32{65535<<16 | 65281, 65000<<16 | 1}, MED: 10, HasMED: true, Prepend: 2}, "2001:db8::1": {}},
+		{"10.1.0.1": pool, "2001:db8::1": {}},
+		{"2001:db8::1": {}},
+	} {
+		if got := sent(sels[i]); !reflect.DeepEqual(got, want) {
+			t.Errorf("router %s is sent %+v, want %+v", cfg.BGP.Peers[peers[i][0]].Address, got, want)
+		}
 	}
 }

@@ -57,6 +57,11 @@ func (s *State) Fingerprint() uint64 {
 				num(c.Local2)
 			}
 			num(p.LocalPref)
+			if p.HasMED {
+				buf = append(buf, 1)
+				num(p.MED)
+			}
+			buf = append(buf, p.Prepend)
 			flush()
 		}
 	}

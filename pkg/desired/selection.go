@@ -55,10 +55,25 @@ func (s *State) table(sel config.PathSelection, prev *State) (paths []bgp.Announ
 			paths = append(paths, r)
 		}
 	}
+	// What the advertisements add to each pool's attributes, once.
+	adAttrs := map[string]bgp.Attributes{}
 	for i := range s.VIPs {
 		v := &s.VIPs[i]
 		if v.Announce != config.AnnounceBGP {
 			continue
+		}
+		attrs := v.Attributes
+		if sel.Advertised[v.Pool] {
+			a, ok := adAttrs[v.Pool]
+			if !ok {
+				ad, sent := sel.Announces(v.Pool)
+				if !sent {
+					continue // the pool goes to other routers
+				}
+				a = withAdvertisement(v.Attributes, ad)
+				adAttrs[v.Pool] = a
+			}
+			attrs = a
 		}
 		hops := v.NextHops
 		if matches != nil || len(v.Carriers) > sel.MaximumPaths {
@@ -98,7 +113,7 @@ func (s *State) table(sel config.PathSelection, prev *State) (paths []bgp.Announ
 			hops = addrsOf(nodes, v.Addr.Is4())
 		}
 		// Without next hops too: the speaker withdraws it.
-		paths = append(paths, bgp.Announcement{Prefix: netip.PrefixFrom(v.Addr, v.Addr.BitLen()), NextHops: hops, Attributes: v.Attributes})
+		paths = append(paths, bgp.Announcement{Prefix: netip.PrefixFrom(v.Addr, v.Addr.BitLen()), NextHops: hops, Attributes: attrs})
 	}
 	return paths, leftOut, memo
 }
