@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
@@ -39,38 +37,14 @@ func TestReloadsNeverWithdrawARoutersPaths(t *testing.T) {
 	const (
 		nodeCount, serviceCount, width = 6, 10, 4
 		namespace                      = "handover"
-		second                         = "10.0.0.2"
+		second                         = secondRouter
 	)
-	l := newLab(t, "ho")
-	r1 := l.router("r1", recipeRouter4+"/24")
-	r2 := l.host(r1, "r2", "", second+"/24")
-	cp := l.host(r1, "cp1", "", recipeCP4+"/24")
-	hosts := l.host(r1, "nodes", "")
-	var nodes []*node
-	for i := 1; i <= nodeCount; i++ {
-		n := &node{name: fmt.Sprintf("ho-n%d", i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
-		l.addrs(hosts, "eth0", n.ip+"/24")
-		if err := n.startHealthz(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.stopHealthz)
-		framework.CreateNode(t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
-		nodes = append(nodes, n)
-	}
+	site := newTwoRouters(t, "ho", nodeCount)
+	r1, r2, cp, routers, frrs := site.r1, site.r2, site.cp, site.routers, site.frr
 	framework.CreateNamespace(t, cluster.Admin, namespace)
 	for i := 1; i <= serviceCount; i++ {
 		framework.CreateLBService(t, cluster.Admin, namespace, fmt.Sprintf("ho-%02d", i), nil)
 	}
-
-	// The page's router twice, the second with its own router ID.
-	recipe, err := framework.MarkdownBlock(recipesPage, "FRR", "frr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	frr1 := l.frr(r1, recipe.Text)
-	frr2 := l.frr(r2, strings.Replace(recipe.Text, "bgp router-id "+recipeRouter4, "bgp router-id "+second, 1))
-	routers := []*framework.Netns{r1, r2}
-	frrs := map[*framework.Netns]*framework.FRR{r1: frr1, r2: frr2}
 
 	// The page's CCM config with both routers, each at 4 paths.
 	bgp, err := framework.MarkdownBlock(recipesPage, "Routers", "yaml")
@@ -84,10 +58,7 @@ func TestReloadsNeverWithdrawARoutersPaths(t *testing.T) {
 	config := func(secondPeer string) string {
 		var cfg strings.Builder
 		cfg.WriteString(strings.Replace(bgp.Text, peerLine, fmt.Sprintf("maximumPaths: %d\n  - address: %s\n    asn: 64500\n%s", width, second, secondPeer), 1))
-		cfg.WriteString("inventory:\n  machines:\n")
-		for _, n := range nodes {
-			fmt.Fprintf(&cfg, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
-		}
+		cfg.WriteString(site.inventory())
 		return cfg.String()
 	}
 	cfgFile := filepath.Join(t.TempDir(), "cloud.yaml")
@@ -99,7 +70,7 @@ func TestReloadsNeverWithdrawARoutersPaths(t *testing.T) {
 	}
 	reload(fmt.Sprintf("    maximumPaths: %d\n", width))
 	ccm := framework.StartReplica(t, framework.CCM{
-		Binary: ccmBinary, Name: "ccm-handover", Kubeconfig: l.kubeconfig(cp), CloudConfig: cfgFile, Netns: cp.Name,
+		Binary: ccmBinary, Name: "ccm-handover", Kubeconfig: site.l.kubeconfig(cp), CloudConfig: cfgFile, Netns: cp.Name,
 		Env: []string{"POD_IP=" + recipeCP4},
 	})
 	framework.WaitLeader(t, ccm)
