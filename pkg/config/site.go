@@ -81,16 +81,31 @@ func (c *Config) CheckSite(s Site) (problems error, warnings []error) {
 			}
 		}
 	}
+	sels, peerIdx := c.BGP.Selections()
+	given := map[int]bool{} // peers some BGP pool goes to
+	for k, sel := range sels {
+		for i := range c.LoadBalancer.Pools {
+			pool := &c.LoadBalancer.Pools[i]
+			if _, ok := sel.Announces(pool.Name); ok && pool.Announced(&c.LoadBalancer) == AnnounceBGP {
+				for _, j := range peerIdx[k] {
+					given[j] = true
+				}
+			}
+		}
+	}
 	for k, p := range c.BGP.Peers {
 		pp := field.NewPath("bgp", "peers").Index(k)
 		sent := c.Routes != nil
 		for _, f := range p.AddressFamilies {
 			sent = sent || bgpFamilies[f]
 		}
-		if !sent {
+		switch {
+		case !sent:
 			add(pp.Child("addressFamilies"), "%s only, and no pool announced over BGP has an address of that family and there is no routes section: the peer is sent nothing", strings.Join(p.AddressFamilies, ", "))
+		case c.Routes == nil && len(bgpFamilies) > 0 && !given[k]:
+			add(pp, "bgp.advertisements name every pool announced over BGP and give %s none, and there is no routes section: the peer is sent nothing", p.Address)
 		}
-		if p.NodeSelector != nil {
+		if p.NodeSelector != nil && !readsNodeLabels(p.NodeSelector, &c.Inventory) {
 			sel := p.NodeSelector.Selector()
 			matched := false
 			for i := range c.Inventory.Machines {
@@ -122,4 +137,20 @@ func familyOf(a netip.Addr) string {
 func prefixRange(p netip.Prefix) AddressRange {
 	p = p.Masked()
 	return AddressRange{First: p.Addr(), Last: lastAddr(p)}
+}
+
+// readsNodeLabels is whether sel names a key read from the Nodes' own
+// labels (inventory.nodeLabels), which validate cannot see.
+func readsNodeLabels(sel *LabelSelector, inv *Inventory) bool {
+	for k := range sel.MatchLabels {
+		if inv.ReadsNodeLabel(k) {
+			return true
+		}
+	}
+	for _, e := range sel.MatchExpressions {
+		if inv.ReadsNodeLabel(e.Key) {
+			return true
+		}
+	}
+	return false
 }

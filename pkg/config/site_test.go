@@ -130,6 +130,9 @@ bgp:
 		{name: "a selector matching no machine", pool: "192.0.2.0/28", peer: "10.0.0.1", extra: ", nodeSelector: {matchLabels: {rack: rakc1}}",
 			warnings: []string{`bgp.peers[0].nodeSelector: matches no machine of the inventory (rack=rakc1): the peer is sent no VIP`}},
 		{name: "a selector on the zone", pool: "192.0.2.0/28", peer: "10.0.0.1", extra: ", nodeSelector: {matchLabels: {topology.kubernetes.io/zone: hall-a}}"},
+		{name: "a selector on a Node label", pool: "192.0.2.0/28", peer: "10.0.0.1", extra: ", nodeSelector: {matchLabels: {node-restriction.kubernetes.io/rack: r1}}"},
+		{name: "a peer no advertisement gives a pool", pool: "192.0.2.0/28", peer: "10.0.0.1", extra: "}\n  - {address: 10.0.0.2, asn: 64500}\n  advertisements:\n  - {pools: [p], peers: [10.0.0.2]",
+			errors: []string{"bgp.peers[0]: bgp.advertisements name every pool announced over BGP and give 10.0.0.1 none, and there is no routes section: the peer is sent nothing"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := Parse([]byte(fmt.Sprintf(base, c.pool, c.peer, c.extra)))
