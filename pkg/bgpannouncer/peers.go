@@ -151,6 +151,9 @@ func (a *Announcer) setPeers(ctx context.Context) {
 				mine = slices.DeleteFunc(mine, func(addr netip.Addr) bool { return on[addr] != nil })
 			}
 		}
+		if !a.runs(s) {
+			continue // stopped, and a new speaker did not start: its routers go to one of their selection below
+		}
 		for _, addr := range mine {
 			on[addr] = s
 		}
