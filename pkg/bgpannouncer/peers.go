@@ -170,10 +170,11 @@ func (a *Announcer) setPeers(ctx context.Context) {
 		}
 		a.mu.Lock()
 		s := a.keyed(key)
+		held := s != nil && s.held
 		a.mu.Unlock()
 		// A held speaker announces another's table for now: a new peer of
 		// the selection gets a speaker with the selection's.
-		if _, ok := tables[key]; ok && (s == nil || (s.held && len(fresh) > 0)) && running != nil && !a.failedToStart(key) {
+		if _, ok := tables[key]; ok && (s == nil || (held && len(fresh) > 0)) && running != nil && !a.failedToStart(key) {
 			if started := a.start(running, cfg.BGP, key, nil); started != nil {
 				s = started
 			}
