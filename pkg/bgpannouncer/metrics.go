@@ -46,7 +46,7 @@ var (
 	peerPaths = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_bgp",
 		Name:           "peer_paths",
-		Help:           "Paths (prefix and next hop) this replica sends the peer, by address family of those the peer takes: the table of its maximumPaths and nodeSelector. A router without ADD-PATH installs one path of each prefix.",
+		Help:           "Paths (prefix and next hop) this replica sends the peer, by address family of those the peer takes: the table of its maximumPaths, nodeSelector and advertisements. A router without ADD-PATH installs one path of each prefix.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"peer", "family"})
 	announcedPaths = metrics.NewGauge(&metrics.GaugeOpts{

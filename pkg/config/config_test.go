@@ -131,7 +131,7 @@ func TestParseErrors(t *testing.T) {
 			[]string{"bgp.peers[0].bfd.transmitInterval: 5ms must be whole milliseconds from 10ms to 1m0s", "bgp.peers[0].bfd.receiveInterval: 1.5ms must be whole milliseconds", "bgp.peers[0].bfd.detectMultiplier: 1 must be from 2 to 255",
 				"bgp.peers[1].bfd.minimumTTL: 256 must be from 1 to 255", "bgp.peers[2].bfd.minimumTTL: is for a multihop session (a peer with ebgpMultihop); a single-hop one takes only TTL 255"}},
 		{"listening with two selections", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  listenPort: 179\n  peers:\n  - {address: 192.0.2.1, asn: 1}\n  - {address: 192.0.2.2, asn: 1, maximumPaths: 4}\n",
-			[]string{"bgp.listenPort: sessions can be accepted only when every peer has the same maximumPaths and nodeSelector (bgp.peers[1] differs from bgp.peers[0])"}},
+			[]string{"bgp.listenPort: sessions can be accepted only when every peer has the same maximumPaths, nodeSelector and advertisements (bgp.peers[1] differs from bgp.peers[0])"}},
 		{"bad duration", "bgp:\n  peers:\n  - {address: 192.0.2.1, asn: 1, holdTime: soon}\n", []string{`bgp.peers[0].holdTime (line 3): "soon" is not a duration`}},
 		{"missing password file", "bgp:\n  localASN: 1\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 2, passwordFile: /nonexistent/pw}\n", []string{"bgp.peers[0].passwordFile: reading the password"}},
 		{"two documents", "inventory: {}\n---\ninventory: {}\n", []string{"more than one YAML document"}},

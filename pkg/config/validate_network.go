@@ -228,7 +228,7 @@ func (c *Config) validateNetwork(add reporter, readSecrets bool) {
 		}
 	}
 	if sels, peerIdx := b.Selections(); b.ListenPort != 0 && len(sels) > 1 {
-		add(bp.Child("listenPort"), "sessions can be accepted only when every peer has the same maximumPaths and nodeSelector (bgp.peers[%d] differs from bgp.peers[%d]); leave listenPort out and the CCM dials every peer", peerIdx[1][0], peerIdx[0][0])
+		add(bp.Child("listenPort"), "sessions can be accepted only when every peer has the same maximumPaths, nodeSelector and advertisements (bgp.peers[%d] differs from bgp.peers[%d]); leave listenPort out and the CCM dials every peer", peerIdx[1][0], peerIdx[0][0])
 	}
 	peers := map[netip.Addr]bool{}
 	for i := range b.Peers {
