@@ -141,6 +141,8 @@ func TestParseErrors(t *testing.T) {
 				"bgp.advertisements[0].localPreference: is sent to iBGP peers only: bgp.peers[0] (192.0.2.1, asn 64500) is eBGP (localASN 64512)",
 				"bgp.advertisements[1].asPathPrepend: is for eBGP peers only: bgp.peers[1] (192.0.2.2) is iBGP",
 				`bgp.advertisements[1]: pool "a" goes to 192.0.2.1 by bgp.advertisements[0] already`, "bgp.advertisements[2].pools: names no pool"}},
+		{"maximum load", "bgp:\n  localASN: 64512\n  routerID: 192.0.2.1\n  peers:\n  - {address: 192.0.2.1, asn: 1, maximumLoad: 1.0}\n  - {address: 192.0.2.2, asn: 1, maximumLoad: 3}\n",
+			[]string{"bgp.peers[0].maximumLoad: 1 must be from 1.01 to 2", "bgp.peers[1].maximumLoad: 3 must be from 1.01 to 2"}},
 		{"node labels", "inventory:\n  nodeLabels: [\"bad key!\", topology.kubernetes.io/zone]\n",
 			[]string{`inventory.nodeLabels[0]: "bad key!" is not a label key`, `inventory.nodeLabels[1]: "topology.kubernetes.io/zone" is the machine's zone or region, which the inventory gives`}},
 		{"health check", "loadBalancer:\n  healthCheck: {path: healthz, interval: 10ms, timeout: 2m, unhealthyThreshold: -1, healthyThreshold: 101}\n",

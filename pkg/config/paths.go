@@ -22,6 +22,9 @@ const DefaultMaximumPaths = MaxMaximumPaths
 // advertisements give it.
 type PathSelection struct {
 	MaximumPaths int
+	// MaximumLoad, if non-zero, bounds a node's paths to that multiple
+	// of the mean.
+	MaximumLoad  float64
 	NodeSelector *LabelSelector // nil: every node
 	// Advertised are the pools some advertisement names (of every peer's).
 	Advertised map[string]bool
@@ -33,7 +36,7 @@ type PathSelection struct {
 
 // Selection is the peer's choice of next hops.
 func (p *Peer) Selection() PathSelection {
-	return PathSelection{MaximumPaths: p.MaximumPaths, NodeSelector: p.NodeSelector}
+	return PathSelection{MaximumPaths: p.MaximumPaths, MaximumLoad: p.MaximumLoad, NodeSelector: p.NodeSelector}
 }
 
 // Key names the selection: peers with equal keys are sent the same paths.
@@ -41,6 +44,9 @@ func (s PathSelection) Key() string {
 	key := fmt.Sprint(s.MaximumPaths)
 	if s.NodeSelector != nil {
 		key = fmt.Sprintf("%d %s", s.MaximumPaths, s.NodeSelector.Selector())
+	}
+	if s.MaximumLoad != 0 {
+		key += fmt.Sprintf(" load %g", s.MaximumLoad)
 	}
 	if len(s.Ads) > 0 {
 		key += fmt.Sprintf(" advertisements %v", s.Ads)

@@ -55,6 +55,10 @@ func (s *State) table(sel config.PathSelection, prev *State) (paths []bgp.Announ
 			paths = append(paths, r)
 		}
 	}
+	var bounded map[netip.Addr][]*Node
+	if sel.MaximumLoad > 0 {
+		bounded = s.boundedChoices(sel, matches)
+	}
 	// What the advertisements add to each pool's attributes, once.
 	adAttrs := map[string]bgp.Attributes{}
 	for i := range s.VIPs {
@@ -103,7 +107,13 @@ func (s *State) table(sel config.PathSelection, prev *State) (paths []bgp.Announ
 				}
 				shared[k] = c
 			}
-			nodes, cut := pick(v.Addr, c.nodes, c.names, sel.MaximumPaths, v.Local, c.picks, c.before)
+			var nodes []*Node
+			var cut []string
+			if chosen, ok := bounded[v.Addr]; ok {
+				nodes, cut = chosen, leftOutOf(c.nodes, chosen, v.Local)
+			} else {
+				nodes, cut = pick(v.Addr, c.nodes, c.names, sel.MaximumPaths, v.Local, c.picks, c.before)
+			}
 			if v.Local && len(cut) > 0 {
 				if leftOut == nil {
 					leftOut = map[netip.Addr][]string{}
