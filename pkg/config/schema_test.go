@@ -74,6 +74,8 @@ func typeSchema(t reflect.Type, docs map[string]string) map[string]any {
 		return map[string]any{"type": "boolean"}
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		return map[string]any{"type": "integer"}
+	case reflect.Float64:
+		return map[string]any{"type": "number"}
 	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
 		return map[string]any{"type": "integer", "minimum": 0, "maximum": uint64(1)<<t.Bits() - 1}
 	case reflect.Slice:
