@@ -197,14 +197,15 @@ type Peer struct {
 	// its nodes, chosen by rendezvous hashing, so that different VIPs use
 	// different nodes. Left out: 255, every eligible node (DefaultMaximumPaths).
 	MaximumPaths int `yaml:"maximumPaths"`
-	// MaximumLoad, if set (1.01 to 2), bounds the paths any node carries
-	// to that multiple of the mean over the router's nodes: VIPs choose
-	// their maximumPaths nodes by rendezvous hashing in address order,
-	// passing over nodes at the bound. Unset, each VIP chooses on its own,
-	// and the busiest node carries about twice the least busy's share; a
-	// node's death then moves only its own paths. Bounded, the spread is
-	// even, at the price that a node's death or a new VIP also moves some
-	// other VIPs' paths (see docs/concepts.md).
+	// MaximumLoad, if set (1 to 2), bounds the paths any node carries to
+	// that multiple of the mean over the router's nodes (rounded up): VIPs
+	// choose their maximumPaths nodes by rendezvous hashing in address
+	// order, passing over nodes at the bound. 1 spreads the paths evenly
+	// (every node within one path of the mean); above 1 only the busiest
+	// nodes are bounded. Unset, each VIP chooses on its own, and the
+	// busiest node carries about twice the least busy's share; a node's
+	// death then moves only its own paths. Bounded, a node's death or a
+	// new VIP also moves some other VIPs' paths (see docs/concepts.md).
 	MaximumLoad float64 `yaml:"maximumLoad"`
 	// NodeSelector, if set, limits the next hops the router is sent to the
 	// nodes whose machines' inventory labels match (with their zone and

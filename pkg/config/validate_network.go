@@ -272,8 +272,8 @@ func (c *Config) validateNetwork(add reporter, readSecrets bool) {
 		if p.MaximumPaths < 1 || p.MaximumPaths > MaxMaximumPaths {
 			add(pp.Child("maximumPaths"), "%d must be from 1 to %d (set it to the router's ECMP width)", p.MaximumPaths, MaxMaximumPaths)
 		}
-		if l := p.MaximumLoad; l != 0 && (l < 1.01 || l > 2) {
-			add(pp.Child("maximumLoad"), "%g must be from 1.01 to 2 (a multiple of the mean paths per node)", l)
+		if l := p.MaximumLoad; l != 0 && (l < 1 || l > 2) {
+			add(pp.Child("maximumLoad"), "%g must be from 1 to 2 (a multiple of the mean paths per node)", l)
 		}
 		if p.NodeSelector != nil {
 			checkSelector(add, pp.Child("nodeSelector"), p.NodeSelector)

@@ -28,8 +28,9 @@ func (s *State) boundedChoices(sel config.PathSelection, matches func(*Node) boo
 		vip   netip.Addr
 		nodes []*Node
 	}
-	var all []choice
-	total, seen := 0, map[*Node]bool{}
+	// Each family's routes are a table of their own at the router: its
+	// paths are balanced among themselves.
+	byFamily := map[bool][]choice{}
 	for i := range s.VIPs {
 		v := &s.VIPs[i]
 		if v.Announce != config.AnnounceBGP {
@@ -42,54 +43,55 @@ func (s *State) boundedChoices(sel config.PathSelection, matches func(*Node) boo
 		if matches != nil {
 			nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *Node) bool { return !matches(n) })
 		}
-		if len(nodes) == 0 {
-			continue
-		}
-		all = append(all, choice{v.Addr, nodes})
-		total += min(len(nodes), sel.MaximumPaths)
-		for _, n := range nodes {
-			seen[n] = true
+		if len(nodes) > 0 {
+			byFamily[v.Addr.Is4()] = append(byFamily[v.Addr.Is4()], choice{v.Addr, nodes})
 		}
 	}
-	if len(seen) == 0 {
-		return map[netip.Addr][]*Node{}
-	}
-	bound := int(math.Ceil(sel.MaximumLoad * float64(total) / float64(len(seen))))
-	slices.SortFunc(all, func(a, b choice) int { return a.vip.Compare(b.vip) })
-	load := map[*Node]int{}
-	out := make(map[netip.Addr][]*Node, len(all))
-	for _, c := range all {
-		k := sel.MaximumPaths
-		if len(c.nodes) <= k {
+	out := map[netip.Addr][]*Node{}
+	for _, all := range byFamily {
+		total, seen := 0, map[*Node]bool{}
+		for _, c := range all {
+			total += min(len(c.nodes), sel.MaximumPaths)
 			for _, n := range c.nodes {
+				seen[n] = true
+			}
+		}
+		bound := int(math.Ceil(sel.MaximumLoad * float64(total) / float64(len(seen))))
+		slices.SortFunc(all, func(a, b choice) int { return a.vip.Compare(b.vip) })
+		load := map[*Node]int{}
+		for _, c := range all {
+			k := sel.MaximumPaths
+			if len(c.nodes) <= k {
+				for _, n := range c.nodes {
+					load[n]++
+				}
+				continue
+			}
+			names := make([]string, len(c.nodes))
+			for i, n := range c.nodes {
+				names[i] = n.Name
+			}
+			// The best-ranked few are enough unless many are at the bound.
+			rank := rendezvous.Top(c.vip, names, min(len(names), 2*k+8))
+			chosen := take(c.nodes, rank, k, load, bound)
+			if len(chosen) < k && len(rank) < len(names) {
+				rank = rendezvous.Top(c.vip, names, len(names))
+				chosen = take(c.nodes, rank, k, load, bound)
+			}
+			// Every candidate at the bound: the best-ranked of the rest.
+			for _, i := range rank {
+				if len(chosen) == k {
+					break
+				}
+				if !slices.Contains(chosen, c.nodes[i]) {
+					chosen = append(chosen, c.nodes[i])
+				}
+			}
+			for _, n := range chosen {
 				load[n]++
 			}
-			continue
+			out[c.vip] = chosen
 		}
-		names := make([]string, len(c.nodes))
-		for i, n := range c.nodes {
-			names[i] = n.Name
-		}
-		// The best-ranked few are enough unless many are at the bound.
-		rank := rendezvous.Top(c.vip, names, min(len(names), 2*k+8))
-		chosen := take(c.nodes, rank, k, load, bound)
-		if len(chosen) < k && len(rank) < len(names) {
-			rank = rendezvous.Top(c.vip, names, len(names))
-			chosen = take(c.nodes, rank, k, load, bound)
-		}
-		// Every candidate at the bound: the best-ranked of the rest.
-		for _, i := range rank {
-			if len(chosen) == k {
-				break
-			}
-			if !slices.Contains(chosen, c.nodes[i]) {
-				chosen = append(chosen, c.nodes[i])
-			}
-		}
-		for _, n := range chosen {
-			load[n]++
-		}
-		out[c.vip] = chosen
 	}
 	return out
 }

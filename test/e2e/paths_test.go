@@ -311,3 +311,81 @@ func vipRouteChanges(monitorLog string, vips []string) []routeChange {
 	}
 	return out
 }
+
+// TestMaximumLoadAtTheRouter is TestNextHopsPerRouter's site (the FRR
+// recipe at 4 paths, 12 nodes, 60 Services) with the peer's maximumLoad
+// 1: in the router's kernel table the busiest node carries at most 1.5
+// times the VIPs of the least busy one (rendezvous alone: about 2×).
+func TestMaximumLoadAtTheRouter(t *testing.T) {
+	const nodeCount, serviceCount, width, namespace = 12, 60, 4, "load"
+	l := newLab(t, "ml")
+	router := l.router("router", recipeRouter4+"/24")
+	cp := l.host(router, "cp1", "", recipeCP4+"/24")
+	hosts := l.host(router, "nodes", "")
+	var nodes []*node
+	for i := 1; i <= nodeCount; i++ {
+		n := &node{name: fmt.Sprintf("ml-n%02d", i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
+		l.addrs(hosts, "eth0", n.ip+"/24")
+		if err := n.startHealthz(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.stopHealthz)
+		framework.CreateNode(t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
+		nodes = append(nodes, n)
+	}
+	framework.CreateNamespace(t, cluster.Admin, namespace)
+	for i := 1; i <= serviceCount; i++ {
+		framework.CreateLBService(t, cluster.Admin, namespace, fmt.Sprintf("ml-%02d", i), nil)
+	}
+	recipe, err := framework.MarkdownBlock(recipesPage, "FRR", "frr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.frr(router, strings.ReplaceAll(recipe.Text, "maximum-paths 16", fmt.Sprintf("maximum-paths %d", width)))
+	bgp, err := framework.MarkdownBlock(recipesPage, "Routers", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg strings.Builder
+	cfg.WriteString(strings.ReplaceAll(bgp.Text, "maximumPaths: 16", fmt.Sprintf("maximumPaths: %d\n    maximumLoad: 1", width)))
+	cfg.WriteString("inventory:\n  machines:\n")
+	for _, n := range nodes {
+		fmt.Fprintf(&cfg, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ccm := framework.StartReplica(t, framework.CCM{
+		Binary: ccmBinary, Name: "ccm-load", Kubeconfig: l.kubeconfig(cp), CloudConfig: cfgFile, Netns: cp.Name,
+		Env: []string{"POD_IP=" + recipeCP4},
+	})
+	framework.WaitLeader(t, ccm)
+	var vips []string
+	for i := 1; i <= serviceCount; i++ {
+		vips = append(vips, framework.WaitIngress(t, cluster.Admin, namespace, fmt.Sprintf("ml-%02d", i), 1)[0])
+	}
+	perNode := map[string]int{}
+	framework.Eventually(t, 90*time.Second, "every VIP via 4 nodes", func() (bool, string) {
+		out, _ := router.IP("-4", "route")
+		clear(perNode)
+		for _, vip := range vips {
+			hops := vias(routeLines(out, vip))
+			if len(hops) != width {
+				return false, fmt.Sprintf("the router routes %s via %v, want %d next hops", vip, hops, width)
+			}
+			for _, h := range hops {
+				perNode[h]++
+			}
+		}
+		return true, ""
+	})
+	most, least := 0, len(vips)
+	for _, n := range nodes {
+		most, least = max(most, perNode[n.ip]), min(least, perNode[n.ip])
+	}
+	t.Logf("VIPs per node in the router's kernel table with maximumLoad 1: %v; max/min %d/%d", perNode, most, least)
+	if least == 0 || float64(most) > 1.5*float64(least) {
+		t.Errorf("the busiest node carries %d VIPs, the least busy %d: want at most 1.5×", most, least)
+	}
+}
