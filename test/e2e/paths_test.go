@@ -31,60 +31,8 @@ func TestNextHopsPerRouter(t *testing.T) {
 		nodeCount, serviceCount, width = 12, 60, 4
 		namespace                      = "paths"
 	)
-	l := newLab(t, "mp")
-	router := l.router("router", recipeRouter4+"/24")
-	cp := l.host(router, "cp1", "", recipeCP4+"/24")
-	// The nodes' addresses on one host: the router sees 12 next hops, each
-	// with a health check of its own.
-	hosts := l.host(router, "nodes", "")
-	var nodes []*node
-	for i := 1; i <= nodeCount; i++ {
-		n := &node{name: fmt.Sprintf("mp-n%02d", i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
-		l.addrs(hosts, "eth0", n.ip+"/24")
-		nodes = append(nodes, n)
-	}
-	for _, n := range nodes {
-		if err := n.startHealthz(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.stopHealthz)
-		framework.CreateNode(t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
-	}
-	framework.CreateNamespace(t, cluster.Admin, namespace)
-	for i := 1; i <= serviceCount; i++ {
-		framework.CreateLBService(t, cluster.Admin, namespace, fmt.Sprintf("mp-%02d", i), nil)
-	}
-
-	// The page's router and CCM, each set to 4 paths.
-	recipe, err := framework.MarkdownBlock(recipesPage, "FRR", "frr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	frr := l.frr(router, strings.ReplaceAll(recipe.Text, "maximum-paths 16", fmt.Sprintf("maximum-paths %d", width)))
-	bgp, err := framework.MarkdownBlock(recipesPage, "Routers", "yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg strings.Builder
-	cfg.WriteString(strings.ReplaceAll(bgp.Text, "maximumPaths: 16", fmt.Sprintf("maximumPaths: %d", width)))
-	cfg.WriteString("inventory:\n  machines:\n")
-	for _, n := range nodes {
-		fmt.Fprintf(&cfg, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
-	}
-	cfgFile := filepath.Join(t.TempDir(), "cloud.yaml")
-	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	replica := framework.CCM{
-		Binary: ccmBinary, Name: "ccm-paths", Kubeconfig: l.kubeconfig(cp), CloudConfig: cfgFile, Netns: cp.Name,
-		Env: []string{"POD_IP=" + recipeCP4},
-	}
-	ccm := framework.StartReplica(t, replica)
-	framework.WaitLeader(t, ccm)
-	var vips []string
-	for i := 1; i <= serviceCount; i++ {
-		vips = append(vips, framework.WaitIngress(t, cluster.Admin, namespace, fmt.Sprintf("mp-%02d", i), 1)[0])
-	}
+	site := newWideSite(t, "mp", namespace, nodeCount, serviceCount, width, "")
+	router, frr, nodes, vips, cfg, cfgFile, replica, ccm := site.router, site.frr, site.nodes, site.vips, site.config, site.configFile, site.replica, site.ccm
 
 	// carried waits until the router's kernel has every VIP via width of
 	// the nodes, none of them dead, and returns each VIP's next hops.
@@ -202,8 +150,8 @@ func TestNextHopsPerRouter(t *testing.T) {
 	// the way. (A new speaker for it, with a new session, left FRR with a
 	// stale fourth path per VIP in use long after the End-of-RIB.)
 	from = monitor.LogSize()
-	lowered := strings.Replace(cfg.String(), fmt.Sprintf("maximumPaths: %d", width), "maximumPaths: 3", 1)
-	if lowered == cfg.String() {
+	lowered := strings.Replace(cfg, fmt.Sprintf("maximumPaths: %d", width), "maximumPaths: 3", 1)
+	if lowered == cfg {
 		t.Fatal("the page's config sets no maximumPaths")
 	}
 	if err := os.WriteFile(cfgFile, []byte(lowered), 0o644); err != nil {
@@ -318,53 +266,8 @@ func vipRouteChanges(monitorLog string, vips []string) []routeChange {
 // times the VIPs of the least busy one (rendezvous alone: about 2×).
 func TestMaximumLoadAtTheRouter(t *testing.T) {
 	const nodeCount, serviceCount, width, namespace = 12, 60, 4, "load"
-	l := newLab(t, "ml")
-	router := l.router("router", recipeRouter4+"/24")
-	cp := l.host(router, "cp1", "", recipeCP4+"/24")
-	hosts := l.host(router, "nodes", "")
-	var nodes []*node
-	for i := 1; i <= nodeCount; i++ {
-		n := &node{name: fmt.Sprintf("ml-n%02d", i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
-		l.addrs(hosts, "eth0", n.ip+"/24")
-		if err := n.startHealthz(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.stopHealthz)
-		framework.CreateNode(t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
-		nodes = append(nodes, n)
-	}
-	framework.CreateNamespace(t, cluster.Admin, namespace)
-	for i := 1; i <= serviceCount; i++ {
-		framework.CreateLBService(t, cluster.Admin, namespace, fmt.Sprintf("ml-%02d", i), nil)
-	}
-	recipe, err := framework.MarkdownBlock(recipesPage, "FRR", "frr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.frr(router, strings.ReplaceAll(recipe.Text, "maximum-paths 16", fmt.Sprintf("maximum-paths %d", width)))
-	bgp, err := framework.MarkdownBlock(recipesPage, "Routers", "yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg strings.Builder
-	cfg.WriteString(strings.ReplaceAll(bgp.Text, "maximumPaths: 16", fmt.Sprintf("maximumPaths: %d\n    maximumLoad: 1", width)))
-	cfg.WriteString("inventory:\n  machines:\n")
-	for _, n := range nodes {
-		fmt.Fprintf(&cfg, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
-	}
-	cfgFile := filepath.Join(t.TempDir(), "cloud.yaml")
-	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ccm := framework.StartReplica(t, framework.CCM{
-		Binary: ccmBinary, Name: "ccm-load", Kubeconfig: l.kubeconfig(cp), CloudConfig: cfgFile, Netns: cp.Name,
-		Env: []string{"POD_IP=" + recipeCP4},
-	})
-	framework.WaitLeader(t, ccm)
-	var vips []string
-	for i := 1; i <= serviceCount; i++ {
-		vips = append(vips, framework.WaitIngress(t, cluster.Admin, namespace, fmt.Sprintf("ml-%02d", i), 1)[0])
-	}
+	site := newWideSite(t, "ml", namespace, nodeCount, serviceCount, width, "    maximumLoad: 1\n")
+	router, nodes, vips := site.router, site.nodes, site.vips
 	perNode := map[string]int{}
 	framework.Eventually(t, 90*time.Second, "every VIP via 4 nodes", func() (bool, string) {
 		out, _ := router.IP("-4", "route")
@@ -388,4 +291,77 @@ func TestMaximumLoadAtTheRouter(t *testing.T) {
 	if least == 0 || float64(most) > 1.5*float64(least) {
 		t.Errorf("the busiest node carries %d VIPs, the least busy %d: want at most 1.5×", most, least)
 	}
+}
+
+// wideSite is the FRR recipe of docs/network/routers.md at width paths
+// (the router's maximum-paths and the peer's maximumPaths), nodeCount
+// nodes on one host (each with a health check of its own, so the router
+// sees that many next hops), serviceCount Services in namespace, and one
+// CCM replica.
+type wideSite struct {
+	router     *framework.Netns
+	frr        *framework.FRR
+	nodes      []*node
+	vips       []string
+	config     string // the CCM's cloud config, written to configFile
+	configFile string
+	replica    framework.CCM
+	ccm        *framework.Process
+}
+
+// newWideSite builds it; peerExtra is more lines of the peer's config.
+func newWideSite(t *testing.T, short, namespace string, nodeCount, serviceCount, width int, peerExtra string) *wideSite {
+	t.Helper()
+	l := newLab(t, short)
+	s := &wideSite{router: l.router("router", recipeRouter4+"/24")}
+	cp := l.host(s.router, "cp1", "", recipeCP4+"/24")
+	hosts := l.host(s.router, "nodes", "")
+	for i := 1; i <= nodeCount; i++ {
+		n := &node{name: fmt.Sprintf("%s-n%02d", short, i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
+		l.addrs(hosts, "eth0", n.ip+"/24")
+		if err := n.startHealthz(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.stopHealthz)
+		framework.CreateNode(t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
+		s.nodes = append(s.nodes, n)
+	}
+	framework.CreateNamespace(t, cluster.Admin, namespace)
+	for i := 1; i <= serviceCount; i++ {
+		framework.CreateLBService(t, cluster.Admin, namespace, fmt.Sprintf("%s-%02d", short, i), nil)
+	}
+	recipe, err := framework.MarkdownBlock(recipesPage, "FRR", "frr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.frr = l.frr(s.router, strings.ReplaceAll(recipe.Text, "maximum-paths 16", fmt.Sprintf("maximum-paths %d", width)))
+	bgp, err := framework.MarkdownBlock(recipesPage, "Routers", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const peerLine = "maximumPaths: 16   # the router's maximum-paths\n"
+	if !strings.Contains(bgp.Text, peerLine) {
+		t.Fatalf("the page's config has no %q", peerLine)
+	}
+	var cfg strings.Builder
+	cfg.WriteString(strings.Replace(bgp.Text, peerLine, fmt.Sprintf("maximumPaths: %d\n%s", width, peerExtra), 1))
+	cfg.WriteString("inventory:\n  machines:\n")
+	for _, n := range s.nodes {
+		fmt.Fprintf(&cfg, "  - name: %s\n    addresses: [{type: InternalIP, address: %s}]\n", n.name, n.ip)
+	}
+	s.config = cfg.String()
+	s.configFile = filepath.Join(t.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(s.configFile, []byte(s.config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.replica = framework.CCM{
+		Binary: ccmBinary, Name: "ccm-" + short, Kubeconfig: l.kubeconfig(cp), CloudConfig: s.configFile, Netns: cp.Name,
+		Env: []string{"POD_IP=" + recipeCP4},
+	}
+	s.ccm = framework.StartReplica(t, s.replica)
+	framework.WaitLeader(t, s.ccm)
+	for i := 1; i <= serviceCount; i++ {
+		s.vips = append(s.vips, framework.WaitIngress(t, cluster.Admin, namespace, fmt.Sprintf("%s-%02d", short, i), 1)[0])
+	}
+	return s
 }
