@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	v1 "k8s.io/api/core/v1"
 	"net/url"
 	"os"
 	"strings"
@@ -138,4 +139,24 @@ func (l *lab) frr(ns *framework.Netns, config string) *framework.FRR {
 	}
 	l.t.Cleanup(f.Stop)
 	return f
+}
+
+// nodesOnOneHost are count nodes on one host of router's subnet, named
+// short-nNN, at 10.0.0.21 on: each a Node with a health check of its own,
+// so that the router sees count next hops.
+func (l *lab) nodesOnOneHost(router *framework.Netns, short string, count int) []*node {
+	l.t.Helper()
+	hosts := l.host(router, "nodes", "")
+	var nodes []*node
+	for i := 1; i <= count; i++ {
+		n := &node{name: fmt.Sprintf("%s-n%02d", short, i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
+		l.addrs(hosts, "eth0", n.ip+"/24")
+		if err := n.startHealthz(); err != nil {
+			l.t.Fatal(err)
+		}
+		l.t.Cleanup(n.stopHealthz)
+		framework.CreateNode(l.t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
+		nodes = append(nodes, n)
+	}
+	return nodes
 }

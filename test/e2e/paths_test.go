@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
@@ -315,17 +313,7 @@ func newWideSite(t *testing.T, short, namespace string, nodeCount, serviceCount,
 	l := newLab(t, short)
 	s := &wideSite{router: l.router("router", recipeRouter4+"/24")}
 	cp := l.host(s.router, "cp1", "", recipeCP4+"/24")
-	hosts := l.host(s.router, "nodes", "")
-	for i := 1; i <= nodeCount; i++ {
-		n := &node{name: fmt.Sprintf("%s-n%02d", short, i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
-		l.addrs(hosts, "eth0", n.ip+"/24")
-		if err := n.startHealthz(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.stopHealthz)
-		framework.CreateNode(t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
-		s.nodes = append(s.nodes, n)
-	}
+	s.nodes = l.nodesOnOneHost(s.router, short, nodeCount)
 	framework.CreateNamespace(t, cluster.Admin, namespace)
 	for i := 1; i <= serviceCount; i++ {
 		framework.CreateLBService(t, cluster.Admin, namespace, fmt.Sprintf("%s-%02d", short, i), nil)

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
@@ -32,17 +30,7 @@ func newTwoRouters(t *testing.T, short string, nodeCount int) *twoRouters {
 	s.r2 = l.host(s.r1, "r2", "", secondRouter+"/24")
 	s.cp = l.host(s.r1, "cp1", "", recipeCP4+"/24")
 	s.routers = []*framework.Netns{s.r1, s.r2}
-	hosts := l.host(s.r1, "nodes", "")
-	for i := 1; i <= nodeCount; i++ {
-		n := &node{name: fmt.Sprintf("%s-n%d", short, i), ip: fmt.Sprintf("10.0.0.%d", 20+i), ns: hosts}
-		l.addrs(hosts, "eth0", n.ip+"/24")
-		if err := n.startHealthz(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.stopHealthz)
-		framework.CreateNode(t, cluster.Admin, n.name, "", true, []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip}})
-		s.nodes = append(s.nodes, n)
-	}
+	s.nodes = l.nodesOnOneHost(s.r1, short, nodeCount)
 	recipe, err := framework.MarkdownBlock(recipesPage, "FRR", "frr")
 	if err != nil {
 		t.Fatal(err)
