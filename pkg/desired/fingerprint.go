@@ -20,8 +20,8 @@ func (s *State) Fingerprint() uint64 {
 	h := fnv.New64a()
 	var buf []byte
 	addr := func(a netip.Addr) {
-		b, _ := a.MarshalBinary()
-		buf = append(append(buf, byte(len(b))), b...)
+		b := a.As16()
+		buf = append(append(buf, byte(a.BitLen())), b[:]...)
 	}
 	num := func(v uint32) { buf = binary.BigEndian.AppendUint32(buf, v) }
 	flush := func() {
@@ -30,8 +30,9 @@ func (s *State) Fingerprint() uint64 {
 	}
 	for _, key := range slices.Sorted(maps.Keys(s.Tables)) {
 		buf = append(append(buf, key...), 0)
-		paths := slices.Clone(s.Tables[key])
-		slices.SortFunc(paths, func(a, b bgp.Announcement) int {
+		// Tables and next hops come sorted; a copy is sorted only if not,
+		// as a convergence at full size hashes 80,000 paths.
+		paths := sortedCopy(s.Tables[key], func(a, b bgp.Announcement) int {
 			if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
 				return c
 			}
@@ -40,8 +41,7 @@ func (s *State) Fingerprint() uint64 {
 		for _, p := range paths {
 			addr(p.Prefix.Addr())
 			buf = append(buf, byte(p.Prefix.Bits()))
-			hops := slices.Clone(p.NextHops)
-			slices.SortFunc(hops, netip.Addr.Compare)
+			hops := sortedCopy(p.NextHops, netip.Addr.Compare)
 			num(uint32(len(hops)))
 			for _, nh := range hops {
 				addr(nh)
@@ -74,4 +74,14 @@ func (s *State) Fingerprint() uint64 {
 	}
 	flush()
 	return h.Sum64() & (1<<53 - 1)
+}
+
+// sortedCopy is s if it is sorted by cmp, else a sorted copy.
+func sortedCopy[T any](s []T, cmp func(a, b T) int) []T {
+	if slices.IsSortedFunc(s, cmp) {
+		return s
+	}
+	out := slices.Clone(s)
+	slices.SortFunc(out, cmp)
+	return out
 }
