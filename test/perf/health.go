@@ -62,11 +62,42 @@ type nodeNetwork struct {
 // serveHealthNodes puts n node addresses, addr(0) … addr(n-1) of a /16
 // whose host end is hostAddr, in a network namespace of its own, answering
 // on port. It needs root.
-func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) string) (_ *nodeNetwork, err error) {
+func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) string) (*nodeNetwork, error) {
 	h := &nodeNetwork{hostEnd: name + "0", frozen: map[string]time.Time{}}
-	if h.ns, err = linkedNetns(name, h.hostEnd, hostAddr+"/16"); err != nil {
+	ns, err := linkedNetns(name, h.hostEnd, hostAddr+"/16")
+	if err != nil {
 		return nil, err
 	}
+	return h, h.serve(dir, ns, name, n, port, addr)
+}
+
+// serveHealthNodesBehind is serveHealthNodes with the namespace linked to
+// router (a namespace of the bench's) instead of this host: router's end
+// is gateway, in the nodes' /16, and the nodes' default route.
+func serveHealthNodesBehind(dir, name string, router *framework.Netns, gateway string, n, port int, addr func(int) string) (*nodeNetwork, error) {
+	h := &nodeNetwork{frozen: map[string]time.Time{}}
+	ns, err := framework.NewNetns(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := framework.Veth(router, name, gateway+"/16", ns, "eth0", ""); err != nil {
+		ns.Delete()
+		return nil, err
+	}
+	if err := h.serve(dir, ns, name, n, port, addr); err != nil {
+		return nil, err
+	}
+	if _, err := ns.IP("route", "add", "default", "via", gateway); err != nil {
+		h.stop()
+		return nil, err
+	}
+	return h, nil
+}
+
+// serve gives ns's eth0 the n addresses and answers probes on port; on
+// error it stops h.
+func (h *nodeNetwork) serve(dir string, ns *framework.Netns, name string, n, port int, addr func(int) string) (err error) {
+	h.ns = ns
 	defer func() {
 		if err != nil {
 			h.stop()
@@ -79,18 +110,18 @@ func serveHealthNodes(dir, name, hostAddr string, n, port int, addr func(int) st
 	batch.WriteString("link set eth0 up\n")
 	file := filepath.Join(dir, name+".batch")
 	if err := os.WriteFile(file, []byte(batch.String()), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := h.ns.IP("-batch", file); err != nil {
-		return nil, err
+		return err
 	}
 	l, err := h.ns.Listen("tcp", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	h.srv = &http.Server{Handler: http.HandlerFunc(h.answer)}
 	go h.srv.Serve(l)
-	return h, nil
+	return nil
 }
 
 // linkedNetns is a new network namespace name with a veth to this host:
@@ -158,7 +189,9 @@ func (h *nodeNetwork) stop() {
 	if h.srv != nil {
 		h.srv.Close()
 	}
-	exec.Command("ip", "link", "del", h.hostEnd).Run()
+	if h.hostEnd != "" {
+		exec.Command("ip", "link", "del", h.hostEnd).Run()
+	}
 	h.ns.Delete()
 }
 

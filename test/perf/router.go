@@ -21,9 +21,10 @@ var withFRR = flag.Bool("frr", false, "also peer the CCM with the FRR of docs/ne
 
 // The router's link to this host, and the address the CCM peers with.
 const (
-	routerHostEnd = "198.51.100.1"
-	routerAddr    = "198.51.100.2"
-	routersPage   = "docs/network/routers.md"
+	routerHostEnd  = "198.51.100.1"
+	routerAddr     = "198.51.100.2"
+	routersPage    = "docs/network/routers.md"
+	topologiesPage = "docs/network/topologies.md"
 )
 
 // router is the recipe's FRR in a network namespace of the bench's, on a
@@ -45,38 +46,56 @@ func startRouter(paths int) (_ *router, err error) {
 	if err != nil {
 		return nil, err
 	}
-	conf := recipe.Text
-	for _, r := range [][2]string{
+	conf, err := rewrite(recipe.Text, routersPage, [][2]string{
 		{"10.0.100.0/24 ge 32", "198.19.0.0/18 ge 32"}, // the bench's pool
 		{"bgp router-id 10.0.0.1", "bgp router-id " + routerAddr},
 		{"bgp listen range 10.0.0.8/29", "bgp listen range " + routerHostEnd + "/32"},
 		{" neighbor CCM remote-as 64512\n", " neighbor CCM remote-as 64512\n neighbor CCM disable-connected-check\n"},
 		{"maximum-paths 16", fmt.Sprintf("maximum-paths %d", paths)},
-	} {
+	})
+	if err != nil {
+		return nil, err
+	}
+	ns, err := linkedNetns("bmbench-router", "bmbench-rtr0", routerHostEnd+"/30")
+	if err != nil {
+		return nil, err
+	}
+	for _, args := range [][]string{{"addr", "add", routerAddr + "/30", "dev", "eth0"}, {"link", "set", "eth0", "up"}, {"link", "set", "lo", "up"},
+		{"route", "add", "198.18.0.0/16", "dev", "eth0"}} {
+		if _, err := ns.IP(args...); err != nil {
+			exec.Command("ip", "link", "del", "bmbench-rtr0").Run()
+			ns.Delete()
+			return nil, err
+		}
+	}
+	return runRouter(ns, "bmbench-rtr0", conf)
+}
+
+// rewrite is a router's configuration from a page's block: each pair's
+// first text replaced by its second, every one of them there to replace.
+func rewrite(conf, page string, pairs [][2]string) (string, error) {
+	for _, r := range pairs {
 		if !strings.Contains(conf, r[0]) {
-			return nil, fmt.Errorf("%s: the FRR recipe has no %q", routersPage, r[0])
+			return "", fmt.Errorf("%s: the router's block has no %q", page, r[0])
 		}
 		conf = strings.ReplaceAll(conf, r[0], r[1])
 	}
-	r := &router{hostEnd: "bmbench-rtr0"}
-	// The daemons, running as user frr, must reach their directory.
-	if r.dir, err = os.MkdirTemp("", "baremetal-perf-frr-"); err != nil {
-		return nil, err
-	}
-	if r.ns, err = linkedNetns("bmbench-router", r.hostEnd, routerHostEnd+"/30"); err != nil {
-		os.RemoveAll(r.dir)
-		return nil, err
-	}
+	return conf, nil
+}
+
+// runRouter runs FRR with conf in ns, and a route monitor; hostEnd, if
+// not empty, is ns's link on this host, deleted with it. On error ns is
+// deleted.
+func runRouter(ns *framework.Netns, hostEnd, conf string) (_ *router, err error) {
+	r := &router{ns: ns, hostEnd: hostEnd}
 	defer func() {
 		if err != nil {
 			r.stop()
 		}
 	}()
-	for _, args := range [][]string{{"addr", "add", routerAddr + "/30", "dev", "eth0"}, {"link", "set", "eth0", "up"}, {"link", "set", "lo", "up"},
-		{"route", "add", "198.18.0.0/16", "dev", "eth0"}} {
-		if _, err := r.ns.IP(args...); err != nil {
-			return nil, err
-		}
+	// The daemons, running as user frr, must reach their directory.
+	if r.dir, err = os.MkdirTemp("", "baremetal-perf-frr-"); err != nil {
+		return nil, err
 	}
 	if r.monitor, err = framework.StartProcess("ip", r.dir, "route-monitor", 0, nil, "netns", "exec", r.ns.Name, "ip", "-ts", "monitor", "route"); err != nil {
 		return nil, err
@@ -94,11 +113,15 @@ func (r *router) stop() {
 	if r.monitor != nil {
 		r.monitor.Stop()
 	}
-	exec.Command("ip", "link", "del", r.hostEnd).Run()
+	if r.hostEnd != "" {
+		exec.Command("ip", "link", "del", r.hostEnd).Run()
+	}
 	if r.ns != nil {
 		r.ns.Delete()
 	}
-	os.RemoveAll(r.dir)
+	if r.dir != "" {
+		os.RemoveAll(r.dir)
+	}
 }
 
 // routerPeer is the CCM's cloud-config peer line for the router, if any.
