@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,13 +23,11 @@ var (
 	racks        = flag.Int("racks", 10, "fabric scenario: racks, each with --nodes/--racks nodes (at most 250) in a /24 of its own")
 	torsPerRack  = flag.Int("tors-per-rack", 2, "fabric scenario: ToRs (FRR) per rack, each peered by multihop eBGP with every replica")
 	replicaCount = flag.Int("replicas", 2, "fabric scenario: CCM replicas, each in a network namespace of its own address")
+	fabricMemory = flag.String("fabric-memory-limit", "420MiB", "fabric scenario: the replicas' GOMEMLIMIT (deploy/'s by default; empty for none)")
+	fabricBFD    = flag.Bool("fabric-bfd", true, "fabric scenario: peers with bfd: {}, as docs/network/topologies.md recommends")
 )
 
-const (
-	fabricNodePrefix = "fn"
-	// fabricMemLimit is deploy/'s GOMEMLIMIT, as the replicas of a site run.
-	fabricMemLimit = "420MiB"
-)
+const fabricNodePrefix = "fn"
 
 // The fabric of docs/network/topologies.md at a site's size: racks of
 // nodes, each rack behind its ToRs (the page's ToR block, FRR), CCM
@@ -45,6 +44,36 @@ type fabric struct {
 	hosts    []*framework.Netns
 	nodes    *nodeNetwork
 	replicas []*framework.Process
+	// restoreNeigh puts the neighbour table's size back.
+	restoreNeigh func()
+}
+
+// raiseNeighbourTable makes the kernel's neighbour table (one for every
+// namespace) hold at least entries, and returns what restores it.
+func raiseNeighbourTable(entries int) (func(), error) {
+	var restore []func()
+	undo := func() {
+		for _, r := range restore {
+			r()
+		}
+	}
+	for i, want := range []int{entries / 4, entries / 2, entries} {
+		path := fmt.Sprintf("/proc/sys/net/ipv4/neigh/default/gc_thresh%d", i+1)
+		was, err := os.ReadFile(path)
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(string(was))); err == nil && n >= want {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(strconv.Itoa(want)), 0o644); err != nil {
+			undo()
+			return nil, err
+		}
+		restore = append(restore, func() { os.WriteFile(path, was, 0o644) })
+	}
+	return undo, nil
 }
 
 func nodesPerRack() int { return *nodes / *racks }
@@ -93,6 +122,9 @@ func (f *fabric) stop() {
 	if f.core != nil {
 		f.core.Delete()
 	}
+	if f.restoreNeigh != nil {
+		f.restoreNeigh()
+	}
 }
 
 // buildFabric builds the namespaces, the ToRs and the node network
@@ -108,6 +140,12 @@ func (b *bench) buildFabric(port int) (_ *fabric, err error) {
 		return nil, err
 	}
 	if _, err := f.core.Exec("sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+		return nil, err
+	}
+	// The core and the nodes' namespace hold a neighbour entry for each
+	// node: more than the kernel's one table for all namespaces holds by
+	// default (1,024 entries). Raised for the run, as a router's is.
+	if f.restoreNeigh, err = raiseNeighbourTable(4 * *nodes); err != nil {
 		return nil, err
 	}
 	if f.nodes, err = serveHealthNodesBehind(b.dir, "bmfab-nodes", f.core, "198.18.255.254", *nodes, port, fabricNodeIP); err != nil {
@@ -200,8 +238,12 @@ bgp:
 `, port)
 	for r := range *racks {
 		for t := range *torsPerRack {
-			fmt.Fprintf(&c, "  - {address: %s, asn: %d, ebgpMultihop: 3, bfd: {}, maximumPaths: %d, nodeSelector: {matchLabels: {topology.kubernetes.io/zone: rack%d}}}\n",
-				torLoopback(r, t), 65101+r**torsPerRack+t, pathsPerVIP(), r+1)
+			bfd := ""
+			if *fabricBFD {
+				bfd = "bfd: {}, "
+			}
+			fmt.Fprintf(&c, "  - {address: %s, asn: %d, ebgpMultihop: 3, %smaximumPaths: %d, nodeSelector: {matchLabels: {topology.kubernetes.io/zone: rack%d}}}\n",
+				torLoopback(r, t), 65101+r**torsPerRack+t, bfd, pathsPerVIP(), r+1)
 		}
 	}
 	path := filepath.Join(dir, "cloud-fabric.yaml")
@@ -253,7 +295,7 @@ func (b *bench) fabricScenario(run int) error {
 			return err
 		}
 		p, err := framework.CCM{Binary: b.binary, Dir: b.dir, Name: fmt.Sprintf("ccm-fabric-%d-%d", run, h), Kubeconfig: kc, CloudConfig: cfg, Netns: host.Name,
-			Env:  []string{"POD_IP=" + replicaIP(h), "GOMEMLIMIT=" + fabricMemLimit},
+			Env:  []string{"POD_IP=" + replicaIP(h), "GOMEMLIMIT=" + *fabricMemory},
 			Args: append([]string{"--v=1"}, ccmArgs()...)}.Start()
 		if err != nil {
 			return err
@@ -300,6 +342,9 @@ func (b *bench) fabricScenario(run int) error {
 		return err
 	}
 	if err := waitFor(*burstWait, func() bool {
+		if f.exited() != nil {
+			return true
+		}
 		list, err := fast.CoreV1().Services(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return false
@@ -313,6 +358,9 @@ func (b *bench) fabricScenario(run int) error {
 		return done == *services
 	}); err != nil {
 		return fmt.Errorf("fabric: Services without an address: %w", err)
+	}
+	if err := f.exited(); err != nil {
+		return err
 	}
 	b.record("fabric", fmt.Sprintf("%d Services have an address", *services), "s", time.Since(start).Seconds())
 	all := func(r int) carriers { return rackCarriers(r) }
@@ -361,14 +409,53 @@ func (b *bench) fabricScenario(run int) error {
 	// Memory, after a minute's quiet.
 	time.Sleep(time.Minute)
 	for h, p := range f.replicas {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("fabric: replica %d exited: %v\n%s", h, err, framework.Tail(p.Logs(), 40))
+		}
 		m, err := memory(p.PID())
 		if err != nil {
 			return err
 		}
 		b.record("fabric", fmt.Sprintf("replica %d: RSS", h), "MiB", m["VmRSS"])
 		b.record("fabric", fmt.Sprintf("replica %d: peak RSS", h), "MiB", m["VmHWM"])
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("fabric: replica %d exited: %v\n%s", h, err, framework.Tail(p.Logs(), 40))
+		if heap, err := f.replicaHeap(b, h); err == nil {
+			b.record("fabric", fmt.Sprintf("replica %d: Go heap", h), "MiB", heap)
+		}
+		// Sessions that ended and came back: each costs the router the
+		// replica's paths, and the replica sending them all again.
+		logs := p.Logs()
+		b.record("fabric", fmt.Sprintf("replica %d: BGP sessions established beyond one per ToR", h), "sessions",
+			float64(strings.Count(logs, `state="established"`)-*racks**torsPerRack))
+		b.record("fabric", fmt.Sprintf("replica %d: BFD sessions that went down", h), "sessions", float64(strings.Count(logs, `to="Down"`)))
+	}
+	return nil
+}
+
+// replicaHeap is replica h's Go heap, in MiB, from its metrics (its port
+// is on its host's loopback).
+func (f *fabric) replicaHeap(b *bench, h int) (float64, error) {
+	addr, err := f.hosts[h].ForwardOutOf(f.replicas[h].SecurePort)
+	if err != nil {
+		return 0, err
+	}
+	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	if err != nil {
+		return 0, err
+	}
+	m, err := b.cluster.AdminGet(&framework.Process{Name: f.replicas[h].Name, SecurePort: port}, "/metrics", time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	heap, err := metricValue(string(m), "go_memstats_heap_alloc_bytes")
+	return heap / (1 << 20), err
+}
+
+// exited is an error naming the first replica that exited, if any (a
+// replica that loses its Lease exits, for its kubelet to restart).
+func (f *fabric) exited() error {
+	for h, p := range f.replicas {
+		if gone, err := p.Exited(); gone {
+			return fmt.Errorf("fabric: replica %d exited: %v\n%s", h, err, framework.Tail(p.Logs(), 20))
 		}
 	}
 	return nil
@@ -387,7 +474,10 @@ func (f *fabric) routed(start time.Time, racks [][]*router, want func(rack int) 
 		for t, tor := range rack {
 			// A table of 5,000 routes of 16 next hops is a few MB of JSON:
 			// look once a second (the time is the monitor's, not the look's).
-			if err := framework.Poll(*burstWait, time.Second, func() (bool, string) { return tor.has(*services, c), "" }); err != nil {
+			if err := framework.Poll(*burstWait, time.Second, func() (bool, string) { return f.exited() != nil || tor.has(*services, c), "" }); err != nil {
+				return last, fmt.Errorf("ToR %d of rack %d: %w", t+1, r+1, err)
+			}
+			if err := f.exited(); err != nil {
 				return last, fmt.Errorf("ToR %d of rack %d: %w", t+1, r+1, err)
 			}
 			at, err := tor.lastChange()
