@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -555,6 +556,68 @@ func TestMultihopTakesOnlyPacketsWithinItsReach(t *testing.T) {
 			if v, _ := testutil.GetCounterMetricValue(dropped.WithLabelValues(tc.drop)); v != before+5 {
 				t.Errorf("%s: %v dropped for %q, want 5", tc.name, v-before, tc.drop)
 			}
+		}
+	}
+}
+
+// A replica too starved to read the router's packets in time (here its
+// listener is held up, as by a host whose CPU is busy) does not take the
+// router for dead while the packets wait in its socket: the verdict waits
+// for them, up to one more detection time, and the session stays Up.
+func TestUnreadPacketsAreNoSilence(t *testing.T) {
+	p := newPair(t, fast)
+	waitState(t, p.a, p.bAddr, Up, 5*time.Second)
+	waitState(t, p.b, p.aAddr, Up, 5*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	before, _ := testutil.GetCounterMetricValue(deferred)
+
+	// a's listener blocks handing over its next packet; b's keep coming
+	// and wait in a's socket, for longer than the detection time (150 ms).
+	p.a.mu.Lock()
+	time.Sleep(250 * time.Millisecond)
+	p.a.mu.Unlock()
+	time.Sleep(200 * time.Millisecond)
+
+	if got := p.a.States()[p.bAddr]; got != Up {
+		t.Errorf("the session is %s, want Up: the router's packets were there, unread", got)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.changes {
+		if strings.Contains(c, "→Down") {
+			t.Errorf("the session went down while the router's packets waited unread: %v", p.changes)
+			break
+		}
+	}
+	if after, _ := testutil.GetCounterMetricValue(deferred); after <= before {
+		t.Errorf("baremetal_bfd_verdicts_deferred_total stayed at %v", after)
+	}
+}
+
+// TestVerdict: when a detection timer that ran out declares the router
+// down, and when it looks again.
+func TestVerdict(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const detect, interval = 900 * time.Millisecond, 300 * time.Millisecond
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	for _, tc := range []struct {
+		name         string
+		now, checkAt time.Time
+		behind       bool
+		down         bool
+		wait         time.Duration
+	}{
+		{"on time, nothing unread: down", ms(1), t0, false, true, 0},
+		{"on time, packets unread: look again an interval on", ms(1), t0, true, false, interval},
+		{"late by over an interval: look again", ms(400), t0, false, false, interval},
+		{"late by less than an interval, nothing unread: down", ms(200), t0, false, true, 0},
+		{"still unread near the bound: look again at the bound", ms(800), ms(700), true, false, 100 * time.Millisecond},
+		{"a detection time past the deadline: down whatever is unread", ms(900), ms(800), true, true, 0},
+		{"a detection time past the deadline, late: down", ms(2000), ms(800), false, true, 0},
+	} {
+		down, wait := verdict(tc.now, tc.checkAt, t0, detect, interval, tc.behind)
+		if down != tc.down || wait != tc.wait {
+			t.Errorf("%s: down %v, wait %s; want %v, %s", tc.name, down, wait, tc.down, tc.wait)
 		}
 	}
 }

@@ -25,6 +25,12 @@ var (
 		Help:           "BFD packets received and dropped, by reason (ttl: not sent by a neighbour; unknown_session, wrong_source: not from a configured router; no_discriminator: naming no session while the session is past Down).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
+	deferred = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      "baremetal_bfd",
+		Name:           "verdicts_deferred_total",
+		Help:           "Times a session's detection time ran out while this process had the router's packets still to read, or looked late: the process, not the path, was slow (its CPU starved), so the verdict waited, at most one more detection time.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	sendErrors = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      "baremetal_bfd",
 		Name:           "send_errors_total",
@@ -35,7 +41,7 @@ var (
 
 // Metrics are the sessions' metrics, for the caller to register.
 func Metrics() []metrics.Registerable {
-	return []metrics.Registerable{sessionUp, sessionDowns, dropped, sendErrors}
+	return []metrics.Registerable{sessionUp, sessionDowns, dropped, deferred, sendErrors}
 }
 
 func sessionChanged(c Change) {

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -85,10 +87,24 @@ type Server struct {
 	sessions  map[netip.Addr]*session
 	byDisc    map[uint32]*session
 	listeners map[listenerKind]*listener
+	// readers are the listeners by kind, for sessions to look at without
+	// the lock (Set holds it while it waits for a session to end).
+	readers [4]atomic.Pointer[listener]
 }
 
 // listenerKind is a listener's family and port (single hop, multihop).
 type listenerKind struct{ is4, multihop bool }
+
+func (k listenerKind) index() int {
+	i := 0
+	if k.is4 {
+		i = 2
+	}
+	if k.multihop {
+		i++
+	}
+	return i
+}
 
 // New is a Server with no session; it listens once it has one.
 func New(opts Options) *Server {
@@ -158,6 +174,7 @@ func (s *Server) set(peers []Peer) (closed []*listener, _ error) {
 	}
 	for kind, l := range s.listeners {
 		if !kinds[kind] {
+			s.readers[kind.index()].Store(nil)
 			l.conn.Close()
 			closed = append(closed, l)
 			delete(s.listeners, kind)
@@ -173,6 +190,7 @@ func (s *Server) set(peers []Peer) (closed []*listener, _ error) {
 			continue
 		}
 		s.listeners[kind] = l
+		s.readers[kind.index()].Store(l)
 	}
 	return closed, errors.Join(errs...)
 }
@@ -246,13 +264,34 @@ func (s *Server) newSessionLocked(p Peer) (*session, error) {
 		conn.Close()
 		return nil, err
 	}
-	return newSession(p, disc, conn, s.opts.OnChange), nil
+	reader := &s.readers[listenerKind{is4: p.Address.Is4(), multihop: p.Multihop}.index()]
+	unread := func() bool {
+		l := reader.Load()
+		return l != nil && l.unread()
+	}
+	return newSession(p, disc, conn, s.opts.OnChange, unread), nil
 }
 
 // listener reads the control packets of one family.
 type listener struct {
 	conn net.PacketConn
 	done chan struct{}
+}
+
+// unread reports whether a packet waits in the socket: the listener has
+// not been scheduled to read it yet.
+func (l *listener) unread() bool {
+	sc, ok := l.conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	waiting := false
+	raw.Control(func(fd uintptr) { waiting = queued(fd) })
+	return waiting
 }
 
 func (s *Server) listen(kind listenerKind) (*listener, error) {

@@ -24,15 +24,18 @@ type session struct {
 	localAddr  netip.Addr
 	minimumTTL atomic.Uint32
 
-	rx     chan packet
+	rx chan packet
+	// unread reports a packet waiting in the listener's socket, not yet
+	// handed to any session.
+	unread func() bool
 	timers chan Timers
 	stop   chan struct{}
 	done   chan struct{}
 	state  atomic.Uint32
 }
 
-func newSession(p Peer, disc uint32, conn *net.UDPConn, onChange func(Change)) *session {
-	s := &session{peer: p, local: disc, conn: conn, onChange: onChange,
+func newSession(p Peer, disc uint32, conn *net.UDPConn, onChange func(Change), unread func() bool) *session {
+	s := &session{peer: p, local: disc, conn: conn, onChange: onChange, unread: unread,
 		localAddr: conn.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(),
 		rx:        make(chan packet, 16), timers: make(chan Timers, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.state.Store(uint32(Down))
@@ -119,6 +122,9 @@ func (s *session) run(timers Timers) {
 	detect := time.NewTimer(time.Hour)
 	detect.Stop()
 	defer detect.Stop()
+	// deadline is when the detection time runs out; checkAt when the
+	// timer was last set to fire.
+	var deadline, checkAt time.Time
 	for {
 		select {
 		case <-s.stop:
@@ -162,6 +168,8 @@ func (s *session) run(timers Timers) {
 			// Down too: a router that falls silent is forgotten after a
 			// detection time, its discriminator with it (§6.8.1), so that
 			// a restarted one is not named by its old one.
+			deadline = time.Now().Add(detectTime())
+			checkAt = deadline
 			detect.Reset(detectTime())
 		case <-tx.C:
 			// A router asking for no packets (RequiredMinRx 0) gets none.
@@ -170,6 +178,15 @@ func (s *session) run(timers Timers) {
 			}
 			schedule(interval())
 		case <-detect.C:
+			if state == Init || state == Up {
+				behind := len(s.rx) > 0 || (s.unread != nil && s.unread())
+				if down, wait := verdict(time.Now(), checkAt, deadline, detectTime(), active.ReceiveInterval, behind); !down {
+					deferred.Inc()
+					checkAt = time.Now().Add(wait)
+					detect.Reset(wait)
+					continue
+				}
+			}
 			remoteDisc = 0
 			if state == Init || state == Up {
 				setState(Down, DetectionTimeExpired, false, NoDiagnostic)
@@ -177,4 +194,22 @@ func (s *session) run(timers Timers) {
 			}
 		}
 	}
+}
+
+// verdict is whether a session whose detection timer, set for checkAt,
+// fired at now declares the router down, or looks again after wait. The
+// router's packets still unread (behind), or a timer that fired over an
+// interval late, say that this process, not the path, was slow: a replica
+// whose CPU is starved (by its own convergence of a large table, or its
+// neighbours on the host) would otherwise take a live router for dead and
+// reset its session, and the router would drop every path with it. The
+// verdict waits for the packets to be read, but no longer than one more
+// detection time after the deadline: a router that did die is still found
+// so, only later.
+func verdict(now, checkAt, deadline time.Time, detect, interval time.Duration, behind bool) (down bool, wait time.Duration) {
+	last := deadline.Add(detect)
+	if !now.Before(last) || !(behind || now.Sub(checkAt) > interval) {
+		return true, 0
+	}
+	return false, min(interval, last.Sub(now))
 }
