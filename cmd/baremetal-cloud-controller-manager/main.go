@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/provider"
 )
@@ -31,6 +32,17 @@ const commandName = "baremetal-cloud-controller-manager"
 
 // readiness is set from the command line before initCloud runs.
 var readiness readinessOptions
+
+// classes are the Services served, set from the command line before
+// initCloud runs.
+var classes provider.Classes
+
+func addClassFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&classes.Class, "load-balancer-class", "",
+		"also serve LoadBalancer Services of this spec.loadBalancerClass (a label-style key with a domain, e.g. example.com/baremetal), as MetalLB's --lb-class does, so that this CCM can run beside another implementation. Empty: only Services without a class, as upstream.")
+	fs.BoolVar(&classes.IgnoreClassLess, "ignore-class-less-services", false,
+		"leave LoadBalancer Services without a loadBalancerClass to another implementation (MetalLB running beside this CCM): serve only those of --load-balancer-class. This CCM writes to no Service it does not serve.")
+}
 
 // stopping ends at the first SIGTERM or SIGINT (a rolling upgrade, a
 // drain, Ctrl-C): the framework's controllers stop and this replica ends
@@ -79,6 +91,7 @@ func newCommand(stop <-chan struct{}) *cobra.Command {
 	pvLabel := &pvLabelOptions{Workers: 2}
 	pvLabel.AddFlags(fss.FlagSet("pv-label controller"))
 	readiness.AddFlags(fss.FlagSet("readiness"))
+	addClassFlags(fss.FlagSet("load balancer"))
 
 	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, stop)
 	command.Use = commandName
@@ -142,6 +155,10 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	// framework starts its informers only on the leader.
 	if bm, ok := iface.(*provider.Cloud); ok {
 		cloud = bm
+		if err := classes.Validate(); err != nil {
+			klog.Fatal(err)
+		}
+		classes.Serve(c.SharedInformers)
 		bm.Speak(stopping, c.SharedInformers, c.VersionedClient, c.ComponentConfig.Generic.LeaderElection.RenewDeadline.Duration)
 		c.SharedInformers.Start(stopping.Done())
 		minEstablished, err := readiness.minEstablished()

@@ -91,6 +91,34 @@ type Allocator struct {
 	pools     []*pool
 	owners    map[netip.Addr][]owner
 	byService map[string][]netip.Addr
+	// elsewhere are addresses Services of another implementation hold
+	// (their status says so), by address: never handed out.
+	elsewhere map[netip.Addr]string
+}
+
+// SetElsewhere replaces the addresses Services this CCM does not serve
+// hold (another implementation's, beside it), each with its Service: none
+// of them is handed out or shared, whatever the pools say.
+func (a *Allocator) SetElsewhere(held map[netip.Addr]string) { a.elsewhere = held }
+
+// Elsewhere are the addresses of pools that another implementation's
+// Services hold, sorted, each with its pool.
+func (a *Allocator) Elsewhere() []PoolAddress {
+	var out []PoolAddress
+	for addr, svc := range a.elsewhere {
+		if p := a.poolOf(addr); p != nil {
+			out = append(out, PoolAddress{Pool: p.Name, Address: addr, Service: svc})
+		}
+	}
+	slices.SortFunc(out, func(x, y PoolAddress) int { return x.Address.Compare(y.Address) })
+	return out
+}
+
+// PoolAddress is an address of a pool, and the Service holding it.
+type PoolAddress struct {
+	Pool    string
+	Address netip.Addr
+	Service string
 }
 
 // New returns an allocator for pools that passed config validation.
@@ -367,6 +395,9 @@ func (a *Allocator) shareable(addr netip.Addr, req Request) error {
 // (sharedAcrossNamespaces) is for new shares, and every share a site had
 // when this CCM took over (MetalLB shares across namespaces) is kept.
 func (a *Allocator) shareableSkipping(addr netip.Addr, req Request, skipRefused, existing bool) error {
+	if svc, ok := a.elsewhere[addr]; ok && svc != req.Service {
+		return fmt.Errorf("%s is held by Service %s, which another implementation serves (its loadBalancerClass is not this CCM's)", addr, svc)
+	}
 	for _, o := range a.owners[addr] {
 		if o.service == req.Service || (o.refused && skipRefused) {
 			continue
@@ -642,7 +673,9 @@ func (a *Allocator) free(p *pool, f Family, req Request) (netip.Addr, bool) {
 				continue
 			}
 			if _, used := a.owners[addr]; !used {
-				return addr, true
+				if _, taken := a.elsewhere[addr]; !taken {
+					return addr, true
+				}
 			}
 		}
 	}
@@ -687,23 +720,33 @@ type PoolUsage struct {
 	Family Family
 	Size   float64
 	Used   int
+	// Elsewhere are held by Services another implementation serves.
+	Elsewhere int
 }
 
 // Free is what is left to hand out. An address a Service asked for by
 // name may be one avoidBuggyIPs skips, so Used can pass Size.
 func (u PoolUsage) Free() float64 {
-	return max(u.Size-float64(u.Used), 0)
+	return max(u.Size-float64(u.Used)-float64(u.Elsewhere), 0)
 }
 
 // Usage reports each pool's families in the config's order of pools.
 func (a *Allocator) Usage() []PoolUsage {
-	used := map[*pool]map[Family]int{}
-	for addr := range a.owners {
+	used, elsewhere := map[*pool]map[Family]int{}, map[*pool]map[Family]int{}
+	count := func(m map[*pool]map[Family]int, addr netip.Addr) {
 		if p := a.poolOf(addr); p != nil {
-			if used[p] == nil {
-				used[p] = map[Family]int{}
+			if m[p] == nil {
+				m[p] = map[Family]int{}
 			}
-			used[p][FamilyOf(addr)]++
+			m[p][FamilyOf(addr)]++
+		}
+	}
+	for addr := range a.owners {
+		count(used, addr)
+	}
+	for addr := range a.elsewhere {
+		if _, ours := a.owners[addr]; !ours {
+			count(elsewhere, addr)
 		}
 	}
 	var out []PoolUsage
@@ -714,7 +757,7 @@ func (a *Allocator) Usage() []PoolUsage {
 				continue
 			}
 			total, _ := size.Float64()
-			out = append(out, PoolUsage{Pool: p.Name, Family: f, Size: total, Used: used[p][f]})
+			out = append(out, PoolUsage{Pool: p.Name, Family: f, Size: total, Used: used[p][f], Elsewhere: elsewhere[p][f]})
 		}
 	}
 	return out

@@ -646,3 +646,37 @@ func TestRebuildKeepsSharesAcrossNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// TestAddressesHeldElsewhere: beside another implementation whose pools
+// overlap this CCM's, an address one of its Services holds is neither
+// handed out nor given on request nor shared, and is reported with its
+// pool; once that Service lets it go, it is free again.
+func TestAddressesHeldElsewhere(t *testing.T) {
+	a := New(pools(t, `
+  - {name: trial, addresses: ["192.0.2.1-192.0.2.3"]}
+`))
+	a.SetElsewhere(map[netip.Addr]string{netip.MustParseAddr("192.0.2.1"): "legacy/web", netip.MustParseAddr("203.0.113.9"): "legacy/far"})
+	got, err := a.Allocate(v4("a"))
+	if err != nil || got[0] != netip.MustParseAddr("192.0.2.2") {
+		t.Errorf("allocation = %v, %v; want 192.0.2.2 (192.0.2.1 is legacy/web's)", got, err)
+	}
+	req := v4("b")
+	req.Requested = addrs("192.0.2.1")
+	if _, err := a.Allocate(req); err == nil || !strings.Contains(err.Error(), "192.0.2.1 is held by Service legacy/web, which another implementation serves") {
+		t.Errorf("requesting legacy/web's address: %v, want a refusal naming it", err)
+	}
+	shared := v4("c")
+	shared.SharingKey = "k"
+	shared.Requested = addrs("192.0.2.1")
+	if _, err := a.Allocate(shared); err == nil {
+		t.Errorf("sharing legacy/web's address under a key was allowed")
+	}
+	want := []PoolAddress{{Pool: "trial", Address: netip.MustParseAddr("192.0.2.1"), Service: "legacy/web"}}
+	if got := a.Elsewhere(); !slices.Equal(got, want) {
+		t.Errorf("Elsewhere() = %v, want %v (203.0.113.9 is in no pool)", got, want)
+	}
+	a.SetElsewhere(nil)
+	if got, err := a.Allocate(req); err != nil || got[0] != netip.MustParseAddr("192.0.2.1") {
+		t.Errorf("after legacy/web let it go: %v, %v; want 192.0.2.1", got, err)
+	}
+}

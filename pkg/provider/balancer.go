@@ -284,9 +284,30 @@ func (b *balancer) countPools() {
 		family := u.Family.String()
 		series = append(series,
 			report.Series{Labels: []string{u.Pool, family, "used"}, Value: float64(u.Used)},
-			report.Series{Labels: []string{u.Pool, family, "free"}, Value: u.Free()})
+			report.Series{Labels: []string{u.Pool, family, "free"}, Value: u.Free()},
+			report.Series{Labels: []string{u.Pool, family, "elsewhere"}, Value: float64(u.Elsewhere)})
 	}
 	poolSeries.Set(series)
+}
+
+// noteElsewhere hands the allocator the addresses another
+// implementation's Services hold, and says which of them are in a pool:
+// pools that overlap that implementation's are a misconfiguration the
+// CCM survives (it hands none of them out) but the site should fix.
+// Callers hold b.mu.
+func (b *balancer) noteElsewhere() {
+	if b.cluster.svcs == nil {
+		return // no informers yet
+	}
+	b.alloc.SetElsewhere(b.cluster.heldElsewhere())
+	var problems []report.Problem
+	for _, e := range b.alloc.Elsewhere() {
+		problems = append(problems, report.Problem{Reason: "AddressHeldElsewhere", Object: report.Self, Subject: e.Address.String(),
+			Log: "An address of a pool is held by a Service another implementation serves; it is not handed out", LogValues: []any{"pool", e.Pool, "address", e.Address, "service", e.Service},
+			Message: fmt.Sprintf("address %s of pool %q is held by Service %s, which another implementation serves (another loadBalancerClass, or none with --ignore-class-less-services): this CCM hands it out to no Service; give the two implementations disjoint pools",
+				e.Address, e.Pool, e.Service)})
+	}
+	b.report.Report("elsewhere", problems, nil)
 }
 
 // derive sets the allocations and routes to what the cluster records: the
@@ -341,6 +362,7 @@ func (b *balancer) derive(leading bool) {
 		services[r.Service] = &lbService{namespace: svc.Namespace, name: svc.Name}
 	}
 	b.alloc, b.services = alloc, services
+	b.noteElsewhere()
 	b.countPools()
 	b.deriveRoutes()
 	if leading {

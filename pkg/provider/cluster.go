@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +30,11 @@ type cluster struct {
 	slices discoverylisters.EndpointSliceLister
 	svcs   corelisters.ServiceLister
 	synced []cache.InformerSynced
+	// elsewhere are the addresses in the status of each LoadBalancer
+	// Service this CCM does not serve (another implementation's), by
+	// Service: kept as the informer says, so a deleted Service leaves.
+	elsewhereMu sync.Mutex
+	elsewhere   map[string][]netip.Addr
 	// informed is closed once SetInformers has run; listed is set once
 	// the informers have listed the cluster.
 	informed chan struct{}
@@ -91,6 +98,54 @@ func (b *balancer) follow(factory informers.SharedInformerFactory) {
 		UpdateFunc: func(_, cur any) { following(cur) },
 		DeleteFunc: following,
 	})
+	svcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { cl.noteElsewhere(obj, false) },
+		UpdateFunc: func(_, cur any) { cl.noteElsewhere(cur, false) },
+		DeleteFunc: func(obj any) { cl.noteElsewhere(obj, true) },
+	})
+}
+
+// noteElsewhere records the addresses a Service this CCM does not serve
+// holds (none once it is deleted, served, or without them).
+func (cl *cluster) noteElsewhere(obj any, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	svc, ok := obj.(*v1.Service)
+	if !ok {
+		return
+	}
+	key := serviceKey(svc)
+	var addrs []netip.Addr
+	if !deleted && svc.Spec.Type == v1.ServiceTypeLoadBalancer && !managed(svc) {
+		addrs = statusAddresses(svc)
+	}
+	cl.elsewhereMu.Lock()
+	defer cl.elsewhereMu.Unlock()
+	if len(addrs) == 0 {
+		delete(cl.elsewhere, key)
+		return
+	}
+	if cl.elsewhere == nil {
+		cl.elsewhere = map[string][]netip.Addr{}
+	}
+	cl.elsewhere[key] = addrs
+}
+
+// heldElsewhere is every address Services this CCM does not serve hold,
+// with the first such Service by name (the same on every replica).
+func (cl *cluster) heldElsewhere() map[netip.Addr]string {
+	cl.elsewhereMu.Lock()
+	defer cl.elsewhereMu.Unlock()
+	out := map[netip.Addr]string{}
+	for _, key := range slices.Sorted(maps.Keys(cl.elsewhere)) {
+		for _, a := range cl.elsewhere[key] {
+			if _, seen := out[a]; !seen {
+				out[a] = key
+			}
+		}
+	}
+	return out
 }
 
 // sliceChanged converges when an EndpointSlice added, deleted or changed

@@ -56,6 +56,7 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 	}
 	n := c.lb
 	n.mu.Lock()
+	n.noteElsewhere()
 	vips, err := n.alloc.Allocate(req)
 	if err != nil {
 		n.mu.Unlock()

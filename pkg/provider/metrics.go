@@ -93,7 +93,7 @@ var (
 	poolAddresses = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      "baremetal_pool",
 		Name:           "addresses",
-		Help:           "Addresses of each load-balancer pool and family, by state: used (held by Services; a shared address counts once) or free (left to hand out; addresses avoidBuggyIPs skips are not counted).",
+		Help:           "Addresses of each load-balancer pool and family, by state: used (held by Services; a shared address counts once), elsewhere (held by Services another implementation serves, beside this CCM: never handed out) or free (left to hand out; addresses avoidBuggyIPs skips are not counted).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"pool", "family", "state"})
 	// poolSeries are poolAddresses' series: a pool that went takes its

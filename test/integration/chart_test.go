@@ -198,6 +198,35 @@ func TestHelmChart(t *testing.T) {
 		}
 	})
 
+	t.Run("beside another implementation: its class only, the finalizer for it only", func(t *testing.T) {
+		const class = "example.com/baremetal"
+		objs := render(t, "ccm", chartDir, "--namespace", "ccm-system", "--set-file", "cloudConfig.inline="+example,
+			"--set", "loadBalancerClass="+class+",ignoreClassLessServices=true")
+		var d appsv1.Deployment
+		find(t, objs, "Deployment", "", &d)
+		args := d.Spec.Template.Spec.Containers[0].Args
+		for _, want := range []string{"--load-balancer-class=" + class, "--ignore-class-less-services"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("the CCM's args %v lack %s", args, want)
+			}
+		}
+		policy := find(t, objs, "MutatingAdmissionPolicy", "", nil)
+		conds, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+		expr := ""
+		for _, c := range conds {
+			if c.(map[string]any)["name"] == "served-by-this-ccm" {
+				expr = c.(map[string]any)["expression"].(string)
+			}
+		}
+		if !strings.Contains(expr, "has(object.spec.loadBalancerClass) &&") || !strings.Contains(expr, "'"+class+"'") || strings.Contains(expr, "!has(") {
+			t.Errorf("the finalizer policy's condition %q does not take exactly the Services of %s", expr, class)
+		}
+		applyDry(t, objs)
+		if _, err := helm(t, "template", chartDir, "--set", "ignoreClassLessServices=true"); err == nil || !strings.Contains(err.Error(), "set loadBalancerClass too") {
+			t.Errorf("ignoreClassLessServices without a class: %v, want an error naming loadBalancerClass", err)
+		}
+	})
+
 	t.Run("an inline config cannot go into a Secret", func(t *testing.T) {
 		_, err := helm(t, "template", chartDir, "--set", "cloudConfig.secret=true,cloudConfig.inline=x")
 		if err == nil || !strings.Contains(err.Error(), "cloudConfig.inline makes a ConfigMap") {

@@ -426,3 +426,82 @@ func TestSilentBGPDegradationsAreSaid(t *testing.T) {
 		t.Errorf("series of the removed peer remain")
 	}
 }
+
+// TestLoadBalancerClassBesideAnotherImplementation runs the CCM as beside
+// MetalLB (--load-balancer-class, --ignore-class-less-services): it serves
+// the Services of its class, and writes nothing to the class-less one that
+// the other implementation serves, even though that one carries the
+// cleanup finalizer (deploy/'s policy gives it to class-less Services),
+// nor to one of a third class. The other implementation's address lies in
+// one of the CCM's pools (overlapping pools): the CCM hands it to none of
+// its own Services, announces it nowhere, and says so in its metrics.
+func TestLoadBalancerClassBesideAnotherImplementation(t *testing.T) {
+	const ns, class = "lb-class", "example.com/baremetal"
+	s := newLBSite(t, ns)
+	lbNode(t, "cls-1", true, 1)
+	theirs := createLBService(t, ns, "theirs", nil)
+	if !slices.Contains(theirs.Finalizers, framework.LBFinalizer) {
+		t.Fatalf("Service theirs has finalizers %v; the test needs the policy's %s on it", theirs.Finalizers, framework.LBFinalizer)
+	}
+	// The other implementation's address, written as it writes it: the
+	// first of pool public, which the CCM would hand out first.
+	theirs.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.0.2.1"}}
+	theirs, err := suite.Cluster.Admin.CoreV1().Services(ns).UpdateStatus(context.Background(), theirs, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := createLBService(t, ns, "third", func(svc *v1.Service) { svc.Spec.LoadBalancerClass = ptr.To("example.com/third") })
+	from := time.Now()
+	ccm := s.startCCM("ccm", "--load-balancer-class="+class, "--ignore-class-less-services")
+	createLBService(t, ns, "ours", func(svc *v1.Service) { svc.Spec.LoadBalancerClass = ptr.To(class) })
+	ip := waitIngress(t, ns, "ours", 1)[0]
+	if ip != "192.0.2.2" {
+		t.Errorf("ours got %s, want 192.0.2.2: 192.0.2.1 is theirs", ip)
+	}
+	s.waitRoute(ip+"/32", "203.0.113.1")
+	if rib, err := s.peer.RIB("ipv4"); err != nil || len(rib["192.0.2.1/32"]) > 0 {
+		t.Errorf("the peer has a route to the other implementation's address (%v): %v", err, rib)
+	}
+	framework.Eventually(t, waitTimeout, "the held address in the pool metrics", func() (bool, string) {
+		body := metrics(t, ccm)
+		want := `baremetal_pool_addresses{family="IPv4",pool="public",state="elsewhere"} 1`
+		return strings.Contains(body, want), "/metrics lacks " + want
+	})
+	requested := createLBService(t, ns, "requested", func(svc *v1.Service) {
+		svc.Spec.LoadBalancerClass = ptr.To(class)
+		svc.Annotations = map[string]string{"baremetal.cloudprovider.io/load-balancer-ips": "192.0.2.1"}
+	})
+	framework.Eventually(t, waitTimeout, "the request for the held address refused on the Service", func() (bool, string) {
+		evs := events(t, ns, requested.Name, "SyncLoadBalancerFailed")
+		return len(evs) > 0 && strings.Contains(evs[0].Message, "held by Service lb-class/theirs"), fmt.Sprint(evs)
+	})
+
+	// Long enough for a resync or a second pass to have written anything.
+	time.Sleep(3 * time.Second)
+	writes, err := suite.Cluster.Writes(framework.CCMUser, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range writes {
+		if ev.ObjectRef.Resource == "services" && ev.ObjectRef.Namespace == ns && ev.ObjectRef.Name != "ours" && ev.ObjectRef.Name != "requested" {
+			t.Errorf("the CCM wrote %s services/%s %s, which it does not serve", ev.Verb, ev.ObjectRef.Name, ev.ObjectRef.Subresource)
+		}
+	}
+	for _, svc := range []*v1.Service{theirs, third} {
+		got, err := suite.Cluster.Admin.CoreV1().Services(ns).Get(context.Background(), svc.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Finalizers, svc.Finalizers) || !slices.Equal(ingressIPs(got), ingressIPs(svc)) {
+			t.Errorf("Service %s changed: finalizers %v, addresses %v; was %v, %v", svc.Name, got.Finalizers, ingressIPs(got), svc.Finalizers, ingressIPs(svc))
+		}
+	}
+}
+
+func ingressIPs(svc *v1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		out = append(out, in.IP)
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+package provider
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestClassesView: what the service controller and this provider see of a
+// Service, for each choice of classes. A Service this CCM serves appears
+// class-less, as the upstream controller serves; any other LoadBalancer
+// Service with a class and without the cleanup finalizer, so that the
+// upstream controller neither serves nor cleans it up.
+func TestClassesView(t *testing.T) {
+	const ours, metallb = "example.com/baremetal", "metallb.io/metallb"
+	type view struct {
+		served    bool
+		finalizer bool
+	}
+	for _, tc := range []struct {
+		name    string
+		classes Classes
+		svcType v1.ServiceType
+		class   *string
+		want    view
+	}{
+		{"class mode: ours", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, ptr(ours), view{true, true}},
+		{"class mode: class-less still served", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, nil, view{true, true}},
+		{"class mode: another class", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, ptr(metallb), view{false, false}},
+		{"beside MetalLB: ours", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, ptr(ours), view{true, true}},
+		{"beside MetalLB: class-less is MetalLB's", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, nil, view{false, false}},
+		{"beside MetalLB: another class", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, ptr(metallb), view{false, false}},
+		{"not a load balancer: left as it is", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeClusterIP, nil, view{false, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := &v1.Service{Spec: v1.ServiceSpec{Type: tc.svcType, LoadBalancerClass: tc.class}}
+			svc.Finalizers = []string{"example.com/keep", lbFinalizer}
+			out, err := tc.classes.transform(svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(*v1.Service)
+			if managed(got) != tc.want.served {
+				t.Errorf("served %v, want %v (class seen: %v)", managed(got), tc.want.served, got.Spec.LoadBalancerClass)
+			}
+			if has := slices.Contains(got.Finalizers, lbFinalizer); has != tc.want.finalizer {
+				t.Errorf("cleanup finalizer seen %v, want %v", has, tc.want.finalizer)
+			}
+			if !slices.Contains(got.Finalizers, "example.com/keep") {
+				t.Errorf("another finalizer was hidden: %v", got.Finalizers)
+			}
+		})
+	}
+}
+
+func TestClassesValidate(t *testing.T) {
+	for _, tc := range []struct {
+		classes Classes
+		wantErr string
+	}{
+		{Classes{}, ""},
+		{Classes{Class: "example.com/baremetal"}, ""},
+		{Classes{Class: "example.com/baremetal", IgnoreClassLess: true}, ""},
+		{Classes{Class: "baremetal"}, "--load-balancer-class"},
+		{Classes{Class: "example.com/bare metal"}, "--load-balancer-class"},
+		{Classes{IgnoreClassLess: true}, "--ignore-class-less-services"},
+	} {
+		err := tc.classes.Validate()
+		if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%+v: error %v, want one naming %q", tc.classes, err, tc.wantErr)
+		}
+	}
+}
