@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,18 @@ func TestConvertMetalLB(t *testing.T) {
 	}
 	if _, err := os.Stat(out2); err == nil {
 		t.Error("a config written despite a refusal")
+	}
+
+	// --partial writes the rest and says it was partial.
+	stderr.Reset()
+	if err := convertMetalLB(&stdout, &stderr, dump, out2, metallb.Options{Partial: true}); !errors.Is(err, errPartial) {
+		t.Errorf("--partial with a refusal: %v, want errPartial (exit 2)", err)
+	}
+	if !strings.Contains(stderr.String(), "refused: L2Advertisement metallb-system/l2: spec.nodeSelectors") || !strings.Contains(stderr.String(), "1 refused and left out; the rest written") {
+		t.Errorf("standard error %q, want the refusal and that the rest was written", stderr.String())
+	}
+	if written, err := os.ReadFile(out2); err != nil || !strings.Contains(string(written), "name: lan") || strings.Contains(string(written), "l2:") {
+		t.Errorf("--partial wrote %q (%v), want pool lan without the refused advertisement's layer 2", written, err)
 	}
 }
 

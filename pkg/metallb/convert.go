@@ -41,7 +41,7 @@ func (f Finding) String() string {
 
 // Result is a conversion: the cloud config's loadBalancer and bgp
 // sections, what was converted with a changed meaning, and what was
-// refused. Config is nil when anything was refused.
+// refused. Config is nil when anything was refused, unless Options.Partial.
 type Result struct {
 	Config  []byte
 	Notes   []Finding
@@ -54,6 +54,11 @@ type Options struct {
 	// pools, for L2Advertisements that name none (MetalLB's speakers then
 	// answer on every interface of every node).
 	L2Interface string
+	// Partial writes what converts even when something is refused: a
+	// resource with a refused field is left out whole (a pool is never
+	// widened by dropping one of its restrictions), and the refusals say
+	// what to do.
+	Partial bool
 }
 
 type resource struct {
@@ -76,7 +81,7 @@ func Convert(dump []byte, opts Options) (*Result, error) {
 			Message: "every address Services share when the CCM takes over is kept, across namespaces too, as MetalLB shared it; " +
 				"a new share across namespaces needs its key in the pool's sharedAcrossNamespaces (within a namespace, the key is enough)"})
 	}
-	if len(c.res.Refused) > 0 {
+	if len(c.res.Refused) > 0 && !opts.Partial {
 		return c.res, nil
 	}
 	out, err := c.render()
@@ -84,7 +89,8 @@ func Convert(dump []byte, opts Options) (*Result, error) {
 		return nil, err
 	}
 	// What is written must be a cloud config the CCM loads.
-	if _, err := config.Parse(out); err != nil {
+	// (Password files are on the CCM's host, not here.)
+	if _, err := config.ParseWithoutSecrets(out); err != nil {
 		return nil, fmt.Errorf("the converted config does not validate (a defect of the converter): %w", err)
 	}
 	c.res.Config = out
@@ -153,8 +159,26 @@ type converter struct {
 	bfd         map[string]bfdProfileSpec
 	peers       []peerOut
 	peerNames   []string
+	peerAddrs   map[string]string // peer name → the address it converts to
+	ads         []adOut           // BGPAdvertisements as bgp.advertisements
+	nodeLabels  []string          // Node label keys peers' selectors read
 	asn         uint32
 	asnFrom     string
+	// dropped are the resources (by ref) a refusal leaves out of a
+	// partial conversion.
+	dropped map[string]bool
+	// perPeer: the advertisements are written as bgp.advertisements.
+	perPeer bool
+}
+
+// adOut is a BGPAdvertisement as it converts, its peers by MetalLB name.
+type adOut struct {
+	ref       string
+	resource  resource
+	pools     []string
+	peerNames []string
+	attrs     *poolBGPOut
+	prepend   int
 }
 
 type pool struct {
@@ -173,6 +197,7 @@ type pool struct {
 
 func (c *converter) refuse(r resource, field, format string, args ...any) {
 	c.res.Refused = append(c.res.Refused, Finding{Object: r.ref, Field: field, Message: fmt.Sprintf(format, args...)})
+	c.dropped[r.ref] = true
 }
 
 func (c *converter) note(r resource, field, format string, args ...any) {
@@ -195,6 +220,7 @@ func (c *converter) spec(r resource, v any) bool {
 
 func (c *converter) run(objs []resource) {
 	c.communities, c.bfd = map[string]string{}, map[string]bfdProfileSpec{}
+	c.peerAddrs, c.dropped = map[string]string{}, map[string]bool{}
 	var bgpAds, l2Ads, peers []resource
 	for _, r := range objs {
 		if r.Kind != "" && !strings.HasPrefix(r.APIVersion, "metallb.io/") {
@@ -258,6 +284,7 @@ func (c *converter) run(objs []resource) {
 	for _, r := range bgpAds {
 		c.bgpAdvertisement(r)
 	}
+	c.placeAds()
 	for _, r := range l2Ads {
 		c.l2Advertisement(r)
 	}
@@ -274,6 +301,7 @@ func (c *converter) run(objs []resource) {
 		case p.bgpBy != "" && p.l2By != "":
 			c.res.Refused = append(c.res.Refused, Finding{Object: p.ref, Message: fmt.Sprintf(
 				"announced both over BGP (%s) and on layer 2 (%s); a pool here is announced one way (pools[].announce): split its addresses into two pools", p.bgpBy, p.l2By)})
+			c.dropped[p.ref] = true
 		case p.bgpBy != "":
 			p.out.Announce = "bgp"
 			if p.bgp != nil {
@@ -369,32 +397,29 @@ func (c *converter) bgpAdvertisement(r resource) {
 		return
 	}
 	if s.AggregationLength != nil && *s.AggregationLength != 32 {
-		c.refuse(r, "spec.aggregationLength", "%d: VIPs are announced as /32 only", *s.AggregationLength)
+		c.refuse(r, "spec.aggregationLength", "%d: VIPs are announced as /32 only, each with the nodes that serve it as next hops (an aggregate has one next hop and no health; docs/network/routers.md says why)", *s.AggregationLength)
 	}
 	if s.AggregationLengthV6 != nil && *s.AggregationLengthV6 != 128 {
-		c.refuse(r, "spec.aggregationLengthV6", "%d: VIPs are announced as /128 only", *s.AggregationLengthV6)
+		c.refuse(r, "spec.aggregationLengthV6", "%d: VIPs are announced as /128 only, each with the nodes that serve it as next hops (an aggregate has one next hop and no health; docs/network/routers.md says why)", *s.AggregationLengthV6)
 	}
-	if s.AsPathPrepend != 0 {
-		c.refuse(r, "spec.asPathPrepend", "not supported: set LOCAL_PREF (pools[].bgp.localPreference) or a community the router acts on")
+	if int(s.AsPathPrepend) > config.MaxASPathPrepend {
+		c.refuse(r, "spec.asPathPrepend", "%d: at most %d here (bgp.advertisements[].asPathPrepend)", s.AsPathPrepend, config.MaxASPathPrepend)
 	}
 	if len(s.NodeSelectors) > 0 {
-		c.refuse(r, "spec.nodeSelectors", "not supported on an advertisement: a router is offered the nodes of its peers[].nodeSelector, by inventory labels (docs/network/topologies.md)")
+		c.refuse(r, "spec.nodeSelectors", "not supported on an advertisement: a router is sent the nodes of its peers[].nodeSelector (per-rack peers, docs/network/topologies.md); select the nodes on the BGPPeers instead")
 	}
 	if len(s.ServiceSelectors) > 0 {
 		c.refuse(r, "spec.serviceSelectors", "not supported: every VIP of a pool is announced alike; split the Services into pools")
 	}
-	if len(s.Peers) > 0 {
-		for _, n := range c.peerNames {
-			if !slices.Contains(s.Peers, n) {
-				c.refuse(r, "spec.peers", "names some peers (not %q): here every peer is sent every pool's VIPs", n)
-				break
-			}
+	for _, n := range s.Peers {
+		if !slices.Contains(c.peerNames, n) {
+			c.refuse(r, "spec.peers", "no BGPPeer %q in the dump", n)
 		}
 	}
-	attrs := &poolBGPOut{}
+	ad := adOut{ref: r.ref, attrs: &poolBGPOut{}, prepend: int(s.AsPathPrepend), resource: r}
 	if s.LocalPref != 0 {
 		lp := s.LocalPref
-		attrs.LocalPreference = &lp
+		ad.attrs.LocalPreference = &lp
 	}
 	for i, v := range s.Communities {
 		if alias, ok := c.communities[v]; ok {
@@ -402,22 +427,70 @@ func (c *converter) bgpAdvertisement(r resource) {
 		}
 		switch {
 		case strings.HasPrefix(v, "large:"):
-			attrs.LargeCommunities = append(attrs.LargeCommunities, strings.TrimPrefix(v, "large:"))
+			ad.attrs.LargeCommunities = append(ad.attrs.LargeCommunities, strings.TrimPrefix(v, "large:"))
 		case strings.Count(v, ":") == 1:
-			attrs.Communities = append(attrs.Communities, v)
+			ad.attrs.Communities = append(ad.attrs.Communities, v)
 		default:
 			c.refuse(r, fmt.Sprintf("spec.communities[%d]", i), "%q is neither a community (AA:NN), a large one (large:AA:NN:MM) nor a Community alias in the dump", s.Communities[i])
 		}
 	}
-	for _, p := range c.advertised(r, s.IPAddressPools, s.IPAddressPoolSelectors) {
-		if p.bgpBy != "" && !attrs.equal(p.bgp) {
-			c.refuse(r, "spec", "gives pool %q other attributes than %s does; a pool's VIPs are announced with one set", p.name, p.bgpBy)
+	// Naming every peer is naming none.
+	if !slices.ContainsFunc(c.peerNames, func(n string) bool { return !slices.Contains(s.Peers, n) }) {
+		s.Peers = nil
+	}
+	ad.peerNames = s.Peers
+	pools := c.advertised(r, s.IPAddressPools, s.IPAddressPoolSelectors)
+	if c.dropped[r.ref] {
+		return
+	}
+	for _, p := range pools {
+		ad.pools = append(ad.pools, p.name)
+	}
+	c.ads = append(c.ads, ad)
+}
+
+// placeAds puts the BGPAdvertisements in the config: as each pool's bgp
+// attributes while every one goes to every peer without prepending, else
+// as bgp.advertisements, where a pool goes to the peers its
+// advertisements name.
+func (c *converter) placeAds() {
+	perPeer := slices.ContainsFunc(c.ads, func(a adOut) bool { return len(a.peerNames) > 0 || a.prepend > 0 })
+	c.perPeer = perPeer
+	// One set of attributes per pool and peer: the router would take the
+	// last path of the two a session sent.
+	seen := map[[2]string]adOut{}
+	for _, ad := range c.ads {
+		peers := ad.peerNames
+		if len(peers) == 0 {
+			peers = c.peerNames
+		}
+		clash := false
+		for _, pool := range ad.pools {
+			for _, peer := range peers {
+				k := [2]string{pool, peer}
+				if o, ok := seen[k]; ok && (!o.attrs.equal(ad.attrs) || o.prepend != ad.prepend) {
+					c.refuse(ad.resource, "spec", "gives pool %q other attributes than %s does for peer %s; a pool's VIPs are announced to a router with one set", pool, o.ref, peer)
+					clash = true
+				}
+				if _, ok := seen[k]; !ok {
+					seen[k] = ad
+				}
+			}
+		}
+		if clash {
 			continue
 		}
-		if p.bgpBy == "" {
-			p.bgpBy = r.ref
-			if !attrs.empty() {
-				p.bgp = attrs
+		for _, name := range ad.pools {
+			for _, p := range c.pools {
+				if p.name != name {
+					continue
+				}
+				if p.bgpBy == "" {
+					p.bgpBy = ad.ref
+				}
+				if !perPeer && p.bgp == nil && !ad.attrs.empty() {
+					p.bgp = ad.attrs
+				}
 			}
 		}
 	}
@@ -449,7 +522,11 @@ func (c *converter) l2Advertisement(r resource) {
 	default:
 		c.refuse(r, "spec.interfaces", "%d interfaces; a layer 2 pool is answered on one (pools[].l2.interface)", len(s.Interfaces))
 	}
-	for _, p := range c.advertised(r, s.IPAddressPools, s.IPAddressPoolSelectors) {
+	pools := c.advertised(r, s.IPAddressPools, s.IPAddressPoolSelectors)
+	if c.dropped[r.ref] {
+		return
+	}
+	for _, p := range pools {
 		if p.l2By != "" && p.out.L2 != nil && p.out.L2.Interface != iface {
 			c.refuse(r, "spec.interfaces", "gives pool %q another interface than %s does", p.name, p.l2By)
 			continue
@@ -506,15 +583,33 @@ func (c *converter) peer(r resource) {
 	if s.RouterID != "" {
 		c.note(r, "spec.routerID", "%q left out: each replica has its own router ID (its address), as the router expects of different neighbours", s.RouterID)
 	}
-	if len(s.NodeSelectors) > 0 {
-		c.refuse(r, "spec.nodeSelectors", "per-node peering is not how this CCM peers: every replica peers with every router. To offer a router (a ToR) only its rack's nodes, give peers[].nodeSelector on inventory labels (docs/network/topologies.md)")
+	switch len(s.NodeSelectors) {
+	case 0:
+	case 1:
+		// MetalLB peers from the selected nodes, each sending itself as
+		// next hop: the router sees those nodes. Here the replicas peer
+		// and send the selected nodes: the router sees the same.
+		sel := selectorOut(s.NodeSelectors[0])
+		out.NodeSelector = sel
+		for _, k := range selectorKeys(s.NodeSelectors[0]) {
+			if !strings.HasPrefix(k, config.NodeRestrictionPrefix) && !slices.Contains(c.nodeLabels, k) {
+				c.nodeLabels = append(c.nodeLabels, k)
+				c.note(r, "spec.nodeSelectors", "the Node label %q is read from the Nodes (inventory.nodeLabels): a node's kubelet may set its own Node's labels unless an admission policy keeps it from %q; a key under %s is safe from it (docs/network/topologies.md)", k, k, config.NodeRestrictionPrefix)
+			}
+		}
+		c.note(r, "spec.nodeSelectors", "the replicas peer with this router and send it the selected nodes as next hops (peers[].nodeSelector), where MetalLB's speakers on those nodes peered: the router sees the same next hops")
+	default:
+		c.refuse(r, "spec.nodeSelectors", "%d selectors (any of which selects a node); peers[].nodeSelector is one: merge them into one (matchExpressions with In) before converting", len(s.NodeSelectors))
 	}
 	if s.PasswordSecret != nil && s.PasswordSecret.Name != "" {
 		ns := s.PasswordSecret.Namespace
 		if ns == "" {
 			ns = r.Metadata.Namespace
 		}
-		c.refuse(r, "spec.passwordSecret", "Secret %s/%s: copy it to the CCM's namespace, mount it into its Pod and name the file in peers[].passwordFile", ns, s.PasswordSecret.Name)
+		key := s.PasswordSecret.Name
+		out.PasswordFile = passwordMount + "/" + key
+		c.note(r, "spec.passwordSecret", "read from the file %s: put key password of Secret %s/%s into the Secret the chart mounts there (bgpPasswords.secretName) under key %s, e.g. kubectl -n kube-system create secret generic baremetal-bgp-passwords --from-literal=%s=\"$(kubectl -n %s get secret %s -o jsonpath='{.data.password}' | base64 -d)\" (with every peer's key in one command)",
+			out.PasswordFile, ns, s.PasswordSecret.Name, key, key, ns, s.PasswordSecret.Name)
 	}
 	if s.EBGPMultiHop {
 		out.EBGPMultihop = 255
@@ -536,6 +631,10 @@ func (c *converter) peer(r resource) {
 	if s.DisableMP {
 		c.note(r, "spec.disableMP", "one session per peer address carries the families of addressFamilies")
 	}
+	if c.dropped[r.ref] {
+		return
+	}
+	c.peerAddrs[r.Metadata.Name] = out.Address
 	c.peers = append(c.peers, out)
 }
 
@@ -586,13 +685,96 @@ func selectorOut(s metav1.LabelSelector) *selectorYAML {
 	return out
 }
 
+// renderAds is the advertisements, each naming the pools and peers that
+// were converted. One whose peers were all left out (partial) is left out:
+// naming none would send its pools to every peer. MetalLB sends localPref
+// to iBGP peers only, so an advertisement to eBGP peers too is split.
+func (c *converter) renderAds(pools map[string]bool) []advertisementOut {
+	asnOf := map[string]uint32{}
+	for _, p := range c.peers {
+		asnOf[p.Address] = p.ASN
+	}
+	var out []advertisementOut
+	for _, ad := range c.ads {
+		if c.dropped[ad.ref] {
+			continue
+		}
+		a := advertisementOut{Communities: ad.attrs.Communities, LargeCommunities: ad.attrs.LargeCommunities, LocalPreference: ad.attrs.LocalPreference, ASPathPrepend: ad.prepend}
+		for _, p := range ad.pools {
+			if pools[p] {
+				a.Pools = append(a.Pools, p)
+			}
+		}
+		names := ad.peerNames
+		if len(names) == 0 && (ad.attrs.LocalPreference != nil || ad.prepend > 0) {
+			names = c.peerNames
+		}
+		var ibgp, ebgp []string
+		for _, n := range names {
+			if addr, ok := c.peerAddrs[n]; ok {
+				if asnOf[addr] == c.asn {
+					ibgp = append(ibgp, addr)
+				} else {
+					ebgp = append(ebgp, addr)
+				}
+			}
+		}
+		if len(a.Pools) == 0 || len(names) > 0 && len(ibgp)+len(ebgp) == 0 {
+			continue
+		}
+		if len(names) == 0 {
+			out = append(out, a)
+			continue
+		}
+		// localPreference to iBGP peers, asPathPrepend to eBGP ones.
+		if len(ibgp) > 0 {
+			i := a
+			i.Peers, i.ASPathPrepend = ibgp, 0
+			out = append(out, i)
+		}
+		if len(ebgp) > 0 {
+			e := a
+			e.Peers, e.LocalPreference = ebgp, nil
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// passwordMount is where the chart mounts its Secret of BGP passwords
+// (bgpPasswords.mountPath's default).
+const passwordMount = "/etc/baremetal-bgp"
+
+func selectorKeys(s metav1.LabelSelector) []string {
+	var keys []string
+	for k := range s.MatchLabels {
+		keys = append(keys, k)
+	}
+	for _, e := range s.MatchExpressions {
+		keys = append(keys, e.Key)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 func (c *converter) render() ([]byte, error) {
 	doc := configOut{}
+	kept := map[string]bool{}
 	for _, p := range c.pools {
+		if c.dropped[p.ref] {
+			continue
+		}
+		kept[p.name] = true
 		doc.LoadBalancer.Pools = append(doc.LoadBalancer.Pools, p.out)
 	}
 	if len(c.peers) > 0 {
 		doc.BGP = &bgpOut{LocalASN: c.asn, Peers: c.peers}
+		if c.perPeer {
+			doc.BGP.Advertisements = c.renderAds(kept)
+		}
+	}
+	if len(c.nodeLabels) > 0 {
+		doc.Inventory = &inventoryOut{NodeLabels: c.nodeLabels}
 	}
 	var buf bytes.Buffer
 	buf.WriteString("# The loadBalancer and bgp sections converted from MetalLB's resources\n" +

@@ -83,12 +83,19 @@ func TestConvert(t *testing.T) {
 		{name: "aggregation at the host length", dump: list(poolCR, ad("aggregationLength: 32, aggregationLengthV6: 128"), peerCR), want: []string{"announce: bgp"}},
 		{name: "aggregationLength", dump: list(poolCR, ad("aggregationLength: 24"), peerCR), refused: "BGPAdvertisement metallb-system/adv: spec.aggregationLength"},
 		{name: "aggregationLengthV6", dump: list(poolCR, ad("aggregationLengthV6: 64"), peerCR), refused: "BGPAdvertisement metallb-system/adv: spec.aggregationLengthV6"},
-		{name: "asPathPrepend", dump: list(poolCR, ad("asPathPrepend: 2"), peerCR), refused: "BGPAdvertisement metallb-system/adv: spec.asPathPrepend"},
+		{name: "asPathPrepend", dump: list(poolCR, ad("asPathPrepend: 2"), peerCR),
+			want: []string{"advertisements:\n    - pools: [public]\n      peers: [10.0.0.1]\n      asPathPrepend: 2"}},
+		{name: "asPathPrepend beyond 10", dump: list(poolCR, ad("asPathPrepend: 11"), peerCR), refused: "BGPAdvertisement metallb-system/adv: spec.asPathPrepend"},
 		{name: "nodeSelectors on an advertisement", dump: list(poolCR, ad("nodeSelectors: [{matchLabels: {rack: a}}]"), peerCR), refused: "BGPAdvertisement metallb-system/adv: spec.nodeSelectors"},
 		{name: "serviceSelectors on an advertisement", dump: list(poolCR, ad("serviceSelectors: [{matchLabels: {app: a}}]"), peerCR), refused: "BGPAdvertisement metallb-system/adv: spec.serviceSelectors"},
 		{name: "an advertisement to every peerCR by name", dump: list(poolCR, ad("peers: [tor]"), peerCR), want: []string{"announce: bgp"}},
-		{name: "an advertisement to some peers", dump: list(poolCR, ad("peers: [tor]"), peerCR, strings.Replace(strings.Replace(peerCR, "name: tor", "name: tor2", 1), "10.0.0.1", "10.0.0.2", 1)),
-			refused: "BGPAdvertisement metallb-system/adv: spec.peers"},
+		{name: "an advertisement to some peers", dump: list(poolCR, ad("peers: [tor], communities: ['64512:7']"), peerCR, strings.Replace(strings.Replace(peerCR, "name: tor", "name: tor2", 1), "10.0.0.1", "10.0.0.2", 1)),
+			want: []string{"advertisements:\n    - pools: [public]\n      peers: [10.0.0.1]\n      communities: [\"64512:7\"]"}},
+		{name: "a peer that is not in the dump", dump: list(poolCR, ad("peers: [gone]"), peerCR), refused: "BGPAdvertisement metallb-system/adv: spec.peers: no BGPPeer \"gone\""},
+		{name: "per-peer attributes that clash", dump: list(poolCR, ad("peers: [tor], localPref: 50"), strings.Replace(ad("localPref: 60"), "name: adv", "name: adv2", 1), strings.Replace(peerCR, "peerASN: 64500", "peerASN: 64512", 1), strings.Replace(strings.Replace(peerCR, "name: tor", "name: tor2", 1), "10.0.0.1", "10.0.0.2", 1)),
+			refused: "BGPAdvertisement metallb-system/adv2: spec: gives pool \"public\" other attributes than BGPAdvertisement metallb-system/adv does for peer tor"},
+		{name: "localPref to iBGP peers only", dump: list(poolCR, ad("peers: [tor, tor2], localPref: 50"), strings.Replace(peerCR, "peerASN: 64500", "peerASN: 64512", 1), strings.Replace(strings.Replace(peerCR, "name: tor", "name: tor2", 1), "10.0.0.1", "10.0.0.2", 1), strings.Replace(strings.Replace(peerCR, "name: tor", "name: tor3", 1), "10.0.0.1", "10.0.0.3", 1)),
+			want: []string{"- pools: [public]\n      peers: [10.0.0.1]\n      localPreference: 50\n", "- pools: [public]\n      peers: [10.0.0.2]\n"}},
 		{name: "a missing poolCR", dump: list(ad("ipAddressPools: [gone]"), peerCR), refused: "BGPAdvertisement metallb-system/adv: spec.ipAddressPools"},
 		{name: "BGP without peers", dump: list(poolCR, ad("")), refused: "BGPAdvertisement metallb-system/adv: announces pools over BGP"},
 		{name: "two advertisements that disagree", dump: list(poolCR, ad("localPref: 50"), strings.Replace(ad("localPref: 60"), "name: adv", "name: adv2", 1), peerCR),
@@ -137,12 +144,16 @@ func TestConvert(t *testing.T) {
 			refused: "BGPPeer metallb-system/tor: spec.bfdProfile: BFDProfile fast: echoMode"},
 		{name: "a missing BFD profile", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, bfdProfile: gone", 1)),
 			refused: "BGPPeer metallb-system/tor: spec.bfdProfile"},
-		{name: "per-node peering", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, nodeSelectors: [{matchLabels: {rack: a}}]", 1)),
-			refused: "BGPPeer metallb-system/tor: spec.nodeSelectors: per-node peering"},
+		{name: "per-rack peers", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, nodeSelectors: [{matchLabels: {rack: a}}]", 1)),
+			want: []string{"inventory:\n  nodeLabels: [rack]", "nodeSelector:\n        matchLabels:\n          rack: a"}, note: "BGPPeer metallb-system/tor: spec.nodeSelectors: the Node label \"rack\" is read from the Nodes"},
+		{name: "per-rack peers on a label kubelets cannot set", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, nodeSelectors: [{matchExpressions: [{key: node-restriction.kubernetes.io/rack, operator: In, values: [a, b]}]}]", 1)),
+			want: []string{"key: node-restriction.kubernetes.io/rack\n            operator: In\n            values: [a, b]"}, note: "BGPPeer metallb-system/tor: spec.nodeSelectors: the replicas peer"},
+		{name: "two node selectors on a peer", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, nodeSelectors: [{matchLabels: {rack: a}}, {matchLabels: {rack: b}}]", 1)),
+			refused: "BGPPeer metallb-system/tor: spec.nodeSelectors: 2 selectors"},
 		{name: "a source address", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, sourceAddress: 10.0.0.5", 1)),
 			refused: "BGPPeer metallb-system/tor: spec.sourceAddress"},
 		{name: "a password Secret", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, passwordSecret: {name: bgp}", 1)),
-			refused: "BGPPeer metallb-system/tor: spec.passwordSecret: Secret metallb-system/bgp"},
+			want: []string{"passwordFile: /etc/baremetal-bgp/bgp"}, note: "BGPPeer metallb-system/tor: spec.passwordSecret: read from the file /etc/baremetal-bgp/bgp: put key password of Secret metallb-system/bgp"},
 		{name: "a VRF", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, vrf: red", 1)), refused: "BGPPeer metallb-system/tor: spec.vrf"},
 		{name: "dynamic ASN", dump: list(poolCR, ad(""), strings.Replace(peerCR, "peerASN: 64500", "dynamicASN: external", 1)), refused: "BGPPeer metallb-system/tor: spec.dynamicASN"},
 		{name: "unnumbered", dump: list(poolCR, ad(""), strings.Replace(peerCR, "peerAddress: 10.0.0.1", "interface: eth0", 1)), refused: "BGPPeer metallb-system/tor: spec.interface"},
@@ -177,7 +188,7 @@ func TestConvert(t *testing.T) {
 			if tc.note != "" && !has(res.Notes, tc.note) {
 				t.Errorf("notes %v, want %q", res.Notes, tc.note)
 			}
-			if _, err := config.Parse(res.Config); err != nil {
+			if _, err := config.ParseWithoutSecrets(res.Config); err != nil {
 				t.Errorf("the config does not load: %v", err)
 			}
 		})
@@ -191,4 +202,50 @@ func has(fs []Finding, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// TestPartial: with Options.Partial what converts is written and each
+// refusal is listed; a resource with a refused field is left out whole (a
+// pool is never widened by losing a restriction, an advertisement never
+// sent to every peer because its peers were left out).
+func TestPartial(t *testing.T) {
+	dump := list(poolCR,
+		strings.Replace(strings.Replace(poolCR, "name: public", "name: teams", 1), "spec: {", "spec: {serviceAllocation: {namespaceSelectors: [{matchLabels: {team: a}}]}, ", 1),
+		ad("peers: [red], ipAddressPools: [public]"),
+		strings.Replace(ad("ipAddressPools: [public]"), "name: adv", "name: adv2", 1),
+		peerCR,
+		strings.Replace(strings.Replace(strings.Replace(peerCR, "name: tor", "name: red", 1), "10.0.0.1", "10.0.0.2", 1), "enableGracefulRestart: true", "enableGracefulRestart: true, vrf: red", 1))
+	strict, err := Convert([]byte(dump), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strict.Config != nil {
+		t.Fatalf("without Partial a config was written:\n%s", strict.Config)
+	}
+	res, err := Convert([]byte(dump), Options{Partial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"IPAddressPool metallb-system/teams: spec.serviceAllocation.namespaceSelectors", "BGPPeer metallb-system/red: spec.vrf"} {
+		if !has(res.Refused, want) {
+			t.Errorf("refused %v, want %q", res.Refused, want)
+		}
+	}
+	cfg := string(res.Config)
+	for _, absent := range []string{"teams", "10.0.0.2"} {
+		if strings.Contains(cfg, absent) {
+			t.Errorf("the partial config has %q, which was refused:\n%s", absent, cfg)
+		}
+	}
+	// adv named only the refused peer: left out, not sent to every peer;
+	// adv2, to every peer, is: to those converted.
+	if want := "advertisements:\n    - pools: [public]\n"; !strings.Contains(cfg, want) || strings.Contains(cfg, "peers: [") {
+		t.Errorf("the partial config lacks %q:\n%s", want, cfg)
+	}
+	if strings.Count(cfg, "- pools:") != 1 {
+		t.Errorf("the partial config has other advertisements than adv2's:\n%s", cfg)
+	}
+	if _, err := config.ParseWithoutSecrets(res.Config); err != nil {
+		t.Errorf("the partial config does not load: %v", err)
+	}
 }

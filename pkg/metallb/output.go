@@ -6,10 +6,15 @@ import "slices"
 // only what was set.
 
 type configOut struct {
+	Inventory    *inventoryOut `yaml:"inventory,omitempty"`
 	LoadBalancer struct {
 		Pools []poolOut `yaml:"pools,omitempty"`
 	} `yaml:"loadBalancer"`
 	BGP *bgpOut `yaml:"bgp,omitempty"`
+}
+
+type inventoryOut struct {
+	NodeLabels []string `yaml:"nodeLabels,flow"`
 }
 
 type poolOut struct {
@@ -63,21 +68,33 @@ type requirementYAML struct {
 }
 
 type bgpOut struct {
-	LocalASN uint32    `yaml:"localASN"`
-	Peers    []peerOut `yaml:"peers"`
+	LocalASN       uint32             `yaml:"localASN"`
+	Peers          []peerOut          `yaml:"peers"`
+	Advertisements []advertisementOut `yaml:"advertisements,omitempty"`
+}
+
+type advertisementOut struct {
+	Pools            []string `yaml:"pools,flow"`
+	Peers            []string `yaml:"peers,omitempty,flow"`
+	Communities      []string `yaml:"communities,omitempty,flow"`
+	LargeCommunities []string `yaml:"largeCommunities,omitempty,flow"`
+	LocalPreference  *uint32  `yaml:"localPreference,omitempty"`
+	ASPathPrepend    int      `yaml:"asPathPrepend,omitempty"`
 }
 
 type peerOut struct {
-	Address          string   `yaml:"address"`
-	ASN              uint32   `yaml:"asn"`
-	Port             uint16   `yaml:"port,omitempty"`
-	Password         string   `yaml:"password,omitempty"`
-	HoldTime         string   `yaml:"holdTime,omitempty"`
-	KeepaliveTime    string   `yaml:"keepaliveTime,omitempty"`
-	ConnectRetryTime string   `yaml:"connectRetryTime,omitempty"`
-	EBGPMultihop     uint8    `yaml:"ebgpMultihop,omitempty"`
-	AddressFamilies  []string `yaml:"addressFamilies,omitempty,flow"`
-	BFD              *bfdOut  `yaml:"bfd,omitempty"`
+	Address          string        `yaml:"address"`
+	ASN              uint32        `yaml:"asn"`
+	Port             uint16        `yaml:"port,omitempty"`
+	Password         string        `yaml:"password,omitempty"`
+	PasswordFile     string        `yaml:"passwordFile,omitempty"`
+	HoldTime         string        `yaml:"holdTime,omitempty"`
+	KeepaliveTime    string        `yaml:"keepaliveTime,omitempty"`
+	ConnectRetryTime string        `yaml:"connectRetryTime,omitempty"`
+	EBGPMultihop     uint8         `yaml:"ebgpMultihop,omitempty"`
+	AddressFamilies  []string      `yaml:"addressFamilies,omitempty,flow"`
+	BFD              *bfdOut       `yaml:"bfd,omitempty"`
+	NodeSelector     *selectorYAML `yaml:"nodeSelector,omitempty"`
 }
 
 type bfdOut struct {
