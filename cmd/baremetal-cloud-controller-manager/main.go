@@ -41,7 +41,7 @@ func addClassFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&classes.Class, "load-balancer-class", "",
 		"also serve LoadBalancer Services of this spec.loadBalancerClass (a label-style key with a domain, e.g. example.com/baremetal), as MetalLB's --lb-class does, so that this CCM can run beside another implementation. Empty: only Services without a class, as upstream.")
 	fs.BoolVar(&classes.IgnoreClassLess, "ignore-class-less-services", false,
-		"leave LoadBalancer Services without a loadBalancerClass to another implementation (MetalLB running beside this CCM): serve only those of --load-balancer-class. This CCM writes to no Service it does not serve.")
+		"leave LoadBalancer Services without a loadBalancerClass to another implementation (MetalLB running beside this CCM): serve only those of --load-balancer-class. This CCM writes to no Service it does not serve, but takes the service controller's cleanup finalizer off one that is deleted.")
 }
 
 // stopping ends at the first SIGTERM or SIGINT (a rolling upgrade, a

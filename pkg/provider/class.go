@@ -2,7 +2,6 @@ package provider
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -30,9 +29,6 @@ type Classes struct {
 // carry in its informers (never written to the cluster).
 const notServed = annotations.Prefix + "not-served"
 
-// lbFinalizer is the service controller's cleanup finalizer.
-const lbFinalizer = "service.kubernetes.io/load-balancer-cleanup"
-
 // Validate says what is wrong with the classes, naming the flags.
 func (c Classes) Validate() error {
 	if c.Class != "" {
@@ -52,12 +48,11 @@ func (c Classes) Validate() error {
 // upstream controller serves exactly the class-less ones, so this is the
 // framework's seam for a class of our own: it is not copied, and its
 // status and finalizer patches are computed between two cached copies, so
-// they never carry the rewritten class. A Service left to another
-// controller is also shown without the cleanup finalizer: the upstream
-// controller cleans up (clears the status of) a Service it holds that
-// finalizer on and does not serve, and this CCM must never write to a
-// Service it does not serve. Call it before anything asks factory for
-// the Service informer.
+// they never carry the rewritten class. The cleanup finalizer stays in
+// view: the controller removes it from a Service it does not serve only
+// when that Service is deleted or stops being a LoadBalancer, which is
+// what lets such a Service go (nothing else removes it). Call it before
+// anything asks factory for the Service informer.
 func (c Classes) Serve(factory informers.SharedInformerFactory) {
 	if c == (Classes{}) {
 		return
@@ -83,9 +78,6 @@ func (c Classes) transform(obj any) (any, error) {
 	case class == nil && c.IgnoreClassLess:
 		other := notServed
 		svc.Spec.LoadBalancerClass = &other
-		svc.Finalizers = slices.DeleteFunc(svc.Finalizers, func(f string) bool { return f == lbFinalizer })
-	case class != nil:
-		svc.Finalizers = slices.DeleteFunc(svc.Finalizers, func(f string) bool { return f == lbFinalizer })
 	}
 	return svc, nil
 }

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
@@ -11,14 +10,10 @@ import (
 // TestClassesView: what the service controller and this provider see of a
 // Service, for each choice of classes. A Service this CCM serves appears
 // class-less, as the upstream controller serves; any other LoadBalancer
-// Service with a class and without the cleanup finalizer, so that the
-// upstream controller neither serves nor cleans it up.
+// Service with a class. Nothing else changes: its finalizers stay.
 func TestClassesView(t *testing.T) {
 	const ours, metallb = "example.com/baremetal", "metallb.io/metallb"
-	type view struct {
-		served    bool
-		finalizer bool
-	}
+	type view struct{ served bool }
 	for _, tc := range []struct {
 		name    string
 		classes Classes
@@ -26,17 +21,17 @@ func TestClassesView(t *testing.T) {
 		class   *string
 		want    view
 	}{
-		{"class mode: ours", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, ptr(ours), view{true, true}},
-		{"class mode: class-less still served", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, nil, view{true, true}},
-		{"class mode: another class", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, ptr(metallb), view{false, false}},
-		{"beside MetalLB: ours", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, ptr(ours), view{true, true}},
-		{"beside MetalLB: class-less is MetalLB's", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, nil, view{false, false}},
-		{"beside MetalLB: another class", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, ptr(metallb), view{false, false}},
-		{"not a load balancer: left as it is", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeClusterIP, nil, view{false, true}},
+		{"class mode: ours", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, ptr(ours), view{true}},
+		{"class mode: class-less still served", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, nil, view{true}},
+		{"class mode: another class", Classes{Class: ours}, v1.ServiceTypeLoadBalancer, ptr(metallb), view{false}},
+		{"beside MetalLB: ours", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, ptr(ours), view{true}},
+		{"beside MetalLB: class-less is MetalLB's", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, nil, view{false}},
+		{"beside MetalLB: another class", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeLoadBalancer, ptr(metallb), view{false}},
+		{"not a load balancer: left as it is", Classes{Class: ours, IgnoreClassLess: true}, v1.ServiceTypeClusterIP, nil, view{false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := &v1.Service{Spec: v1.ServiceSpec{Type: tc.svcType, LoadBalancerClass: tc.class}}
-			svc.Finalizers = []string{"example.com/keep", lbFinalizer}
+			svc.Finalizers = []string{"example.com/keep", "service.kubernetes.io/load-balancer-cleanup"}
 			out, err := tc.classes.transform(svc)
 			if err != nil {
 				t.Fatal(err)
@@ -45,11 +40,8 @@ func TestClassesView(t *testing.T) {
 			if managed(got) != tc.want.served {
 				t.Errorf("served %v, want %v (class seen: %v)", managed(got), tc.want.served, got.Spec.LoadBalancerClass)
 			}
-			if has := slices.Contains(got.Finalizers, lbFinalizer); has != tc.want.finalizer {
-				t.Errorf("cleanup finalizer seen %v, want %v", has, tc.want.finalizer)
-			}
-			if !slices.Contains(got.Finalizers, "example.com/keep") {
-				t.Errorf("another finalizer was hidden: %v", got.Finalizers)
+			if len(got.Finalizers) != 2 {
+				t.Errorf("finalizers seen %v, want both", got.Finalizers)
 			}
 		})
 	}

@@ -430,11 +430,13 @@ func TestSilentBGPDegradationsAreSaid(t *testing.T) {
 // TestLoadBalancerClassBesideAnotherImplementation runs the CCM as beside
 // MetalLB (--load-balancer-class, --ignore-class-less-services): it serves
 // the Services of its class, and writes nothing to the class-less one that
-// the other implementation serves, even though that one carries the
-// cleanup finalizer (deploy/'s policy gives it to class-less Services),
-// nor to one of a third class. The other implementation's address lies in
-// one of the CCM's pools (overlapping pools): the CCM hands it to none of
-// its own Services, announces it nowhere, and says so in its metrics.
+// the other implementation serves, though that one carries the cleanup
+// finalizer (deploy/'s policy gives it to class-less Services), nor to one
+// of a third class. The other implementation's address lies in one of the
+// CCM's pools (overlapping pools): the CCM hands it to none of its own
+// Services, announces it nowhere, and says so in its metrics. Deleted, the
+// other implementation's Service goes: the CCM takes the finalizer off,
+// which nothing else would.
 func TestLoadBalancerClassBesideAnotherImplementation(t *testing.T) {
 	const ns, class = "lb-class", "example.com/baremetal"
 	s := newLBSite(t, ns)
@@ -495,6 +497,10 @@ func TestLoadBalancerClassBesideAnotherImplementation(t *testing.T) {
 		if !slices.Equal(got.Finalizers, svc.Finalizers) || !slices.Equal(ingressIPs(got), ingressIPs(svc)) {
 			t.Errorf("Service %s changed: finalizers %v, addresses %v; was %v, %v", svc.Name, got.Finalizers, ingressIPs(got), svc.Finalizers, ingressIPs(svc))
 		}
+	}
+	deleteService(t, ns, "theirs") // waits until it is gone
+	if got := ingress(t, ns, "ours"); !slices.Equal(got, []string{ip}) {
+		t.Errorf("ours has %v after theirs went, want %s", got, ip)
 	}
 }
 
