@@ -58,6 +58,9 @@ type Pool struct {
 	AvoidBuggyIPs bool `yaml:"avoidBuggyIPs"`
 	// Namespaces, if set, are the only namespaces whose Services may use it.
 	Namespaces []string `yaml:"namespaces"`
+	// NamespaceSelector, if set, must match the labels of a Service's
+	// Namespace (with namespaces, both must allow it).
+	NamespaceSelector *LabelSelector `yaml:"namespaceSelector"`
 	// ServiceSelector, if set, must match a Service's labels.
 	ServiceSelector *LabelSelector `yaml:"serviceSelector"`
 	// SharedAcrossNamespaces are the sharing keys under which Services of

@@ -197,6 +197,9 @@ func (c *Config) validateNetwork(add reporter, readSecrets bool) {
 		if sel := pool.ServiceSelector; sel != nil {
 			checkSelector(add, pp.Child("serviceSelector"), sel)
 		}
+		if sel := pool.NamespaceSelector; sel != nil {
+			checkSelector(add, pp.Child("namespaceSelector"), sel)
+		}
 		checkPathAttributes(add, pp.Child("bgp"), pool.BGP)
 		validatePoolAnnounce(add, pp, pool, lb)
 	}

@@ -31,7 +31,9 @@ type Request struct {
 	// Service is "namespace/name".
 	Service   string
 	Namespace string
-	Labels    map[string]string
+	// NamespaceLabels are the labels of the Service's Namespace.
+	NamespaceLabels map[string]string
+	Labels          map[string]string
 	// Families lists, in order, the IP families wanted.
 	Families []Family
 	// Requested are addresses the Service asks for by name; families not
@@ -69,8 +71,9 @@ func FamilyOf(a netip.Addr) Family {
 
 type pool struct {
 	config.Pool
-	ranges   []config.AddressRange
-	selector labels.Selector
+	ranges            []config.AddressRange
+	selector          labels.Selector
+	namespaceSelector labels.Selector
 }
 
 type owner struct {
@@ -134,7 +137,7 @@ func New(pools []config.Pool) *Allocator {
 func (a *Allocator) SetPools(pools []config.Pool) []netip.Addr {
 	a.pools = nil
 	for _, cfg := range pools {
-		p := &pool{Pool: cfg, selector: labels.Everything()}
+		p := &pool{Pool: cfg, selector: labels.Everything(), namespaceSelector: labels.Everything()}
 		for _, s := range cfg.Addresses {
 			if r, err := config.ParseAddressRange(s); err == nil {
 				p.ranges = append(p.ranges, r)
@@ -142,6 +145,9 @@ func (a *Allocator) SetPools(pools []config.Pool) []netip.Addr {
 		}
 		if sel := cfg.ServiceSelector; sel != nil {
 			p.selector = sel.Selector()
+		}
+		if sel := cfg.NamespaceSelector; sel != nil {
+			p.namespaceSelector = sel.Selector()
 		}
 		a.pools = append(a.pools, p)
 	}
@@ -624,6 +630,9 @@ func (p *pool) hasFamilies(fs []Family) bool {
 func (a *Allocator) allowed(p *pool, req Request) error {
 	if len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, req.Namespace) {
 		return fmt.Errorf("pool %q is not for namespace %q (it serves %s)", p.Name, req.Namespace, strings.Join(p.Namespaces, ", "))
+	}
+	if !p.namespaceSelector.Matches(labels.Set(req.NamespaceLabels)) {
+		return fmt.Errorf("pool %q serves only namespaces whose labels match %s", p.Name, p.namespaceSelector)
 	}
 	if !p.selector.Matches(labels.Set(req.Labels)) {
 		return fmt.Errorf("pool %q serves only Services matching %s", p.Name, p.selector)

@@ -680,3 +680,39 @@ func TestAddressesHeldElsewhere(t *testing.T) {
 		t.Errorf("after legacy/web let it go: %v, %v; want 192.0.2.1", got, err)
 	}
 }
+
+// TestNamespaceSelector: a pool with a namespaceSelector serves the
+// Services of the Namespaces whose labels match, and no other; beside
+// namespaces, both must allow the Service.
+func TestNamespaceSelector(t *testing.T) {
+	a := New(pools(t, `
+  - {name: teams, addresses: [192.0.2.0/30], namespaceSelector: {matchLabels: {team: a}}}
+  - {name: team-web, addresses: [192.0.2.8/30], autoAssign: false, namespaces: [web], namespaceSelector: {matchExpressions: [{key: tier, operator: In, values: [front]}]}}
+  - {name: rest, addresses: [198.51.100.0/30]}
+`))
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		labels    map[string]string
+		pool      string
+		want      string // an address, or an error's text
+	}{
+		{"a matching namespace gets the selecting pool", "shop", map[string]string{"team": "a"}, "", "192.0.2.0"},
+		{"another namespace goes on to the next pool", "other", map[string]string{"team": "b"}, "", "198.51.100.0"},
+		{"a namespace without labels too", "bare", nil, "", "198.51.100.1"},
+		{"naming the pool from another namespace is refused", "other", map[string]string{"team": "b"}, "teams", `pool "teams" serves only namespaces whose labels match team=a`},
+		{"both namespaces and the selector allow", "web", map[string]string{"tier": "front"}, "team-web", "192.0.2.8"},
+		{"the selector alone is not enough", "api", map[string]string{"tier": "front"}, "team-web", `pool "team-web" is not for namespace "api"`},
+		{"the list alone is not enough", "web", map[string]string{"tier": "back"}, "team-web", `serves only namespaces whose labels match tier in (front)`},
+	} {
+		req := v4(tc.name)
+		req.Service, req.Namespace, req.NamespaceLabels, req.Pool = tc.namespace+"/"+tc.name, tc.namespace, tc.labels, tc.pool
+		got, err := a.Allocate(req)
+		switch {
+		case err != nil && !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		case err == nil && got[0].String() != tc.want:
+			t.Errorf("%s: got %v, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -347,8 +347,13 @@ func (c *converter) pool(r resource) {
 			c.note(r, "spec.serviceAllocation", "selects no Service (a priority alone): MetalLB never gives this pool automatically, so here it is autoAssign: false (a Service names it to get an address of it)")
 		}
 		p.out.Namespaces = sa.Namespaces
-		if len(sa.NamespaceSelectors) > 0 {
-			c.refuse(r, "spec.serviceAllocation.namespaceSelectors", "not supported: pools[].namespaces lists namespaces by name")
+		switch len(sa.NamespaceSelectors) {
+		case 0:
+		case 1:
+			p.out.NamespaceSelector = selectorOut(sa.NamespaceSelectors[0])
+			p.pinned = true
+		default:
+			c.refuse(r, "spec.serviceAllocation.namespaceSelectors", "%d selectors (any of which matches); pools[].namespaceSelector is one: merge them into one (matchExpressions with In) before converting", len(sa.NamespaceSelectors))
 		}
 		switch len(sa.ServiceSelectors) {
 		case 0:

@@ -70,8 +70,10 @@ func TestConvert(t *testing.T) {
 			want: []string{"serviceSelector:\n        matchLabels:\n          app: web"}},
 		{name: "two service selectors", dump: list(strings.Replace(poolCR, "spec: {", "spec: {serviceAllocation: {serviceSelectors: [{matchLabels: {app: web}}, {matchLabels: {app: shop}}]}, ", 1)),
 			refused: "IPAddressPool metallb-system/public: spec.serviceAllocation.serviceSelectors"},
-		{name: "namespace selectors", dump: list(strings.Replace(poolCR, "spec: {", "spec: {serviceAllocation: {namespaceSelectors: [{matchLabels: {team: a}}]}, ", 1)),
-			refused: "IPAddressPool metallb-system/public: spec.serviceAllocation.namespaceSelectors"},
+		{name: "a namespace selector", dump: list(strings.Replace(poolCR, "spec: {", "spec: {serviceAllocation: {namespaceSelectors: [{matchLabels: {team: a}}]}, ", 1)),
+			want: []string{"namespaceSelector:\n        matchLabels:\n          team: a"}},
+		{name: "two namespace selectors", dump: list(strings.Replace(poolCR, "spec: {", "spec: {serviceAllocation: {namespaceSelectors: [{matchLabels: {team: a}}, {matchLabels: {team: b}}]}, ", 1)),
+			refused: "IPAddressPool metallb-system/public: spec.serviceAllocation.namespaceSelectors: 2 selectors"},
 		{name: "a field this converter does not know", dump: list(strings.Replace(poolCR, "spec: {", "spec: {shiny: true, ", 1)), refused: `IPAddressPool metallb-system/public: spec: unknown field "shiny"`},
 		{name: "an advertisement's pools by label", dump: list(poolCR, ad("ipAddressPoolSelectors: [{matchLabels: {tier: back}}]"), peerCR), want: []string{"announce: none"}},
 		{name: "localPref and communities with an alias", dump: list(poolCR, ad("localPref: 50, communities: [no-export, '64512:7', 'large:64512:1:2']"), peerCR, `
@@ -210,7 +212,7 @@ func has(fs []Finding, prefix string) bool {
 // sent to every peer because its peers were left out).
 func TestPartial(t *testing.T) {
 	dump := list(poolCR,
-		strings.Replace(strings.Replace(poolCR, "name: public", "name: teams", 1), "spec: {", "spec: {serviceAllocation: {namespaceSelectors: [{matchLabels: {team: a}}]}, ", 1),
+		strings.Replace(strings.Replace(poolCR, "name: public", "name: teams", 1), "spec: {", "spec: {serviceAllocation: {namespaceSelectors: [{matchLabels: {team: a}}, {matchLabels: {team: b}}]}, ", 1),
 		ad("peers: [red], ipAddressPools: [public]"),
 		strings.Replace(ad("ipAddressPools: [public]"), "name: adv", "name: adv2", 1),
 		peerCR,

@@ -18,15 +18,16 @@ type inventoryOut struct {
 }
 
 type poolOut struct {
-	Name            string        `yaml:"name"`
-	Addresses       []string      `yaml:"addresses,flow"`
-	AutoAssign      *bool         `yaml:"autoAssign,omitempty"`
-	AvoidBuggyIPs   bool          `yaml:"avoidBuggyIPs,omitempty"`
-	Namespaces      []string      `yaml:"namespaces,omitempty,flow"`
-	ServiceSelector *selectorYAML `yaml:"serviceSelector,omitempty"`
-	Announce        string        `yaml:"announce"`
-	BGP             *poolBGPOut   `yaml:"bgp,omitempty"`
-	L2              *poolL2Out    `yaml:"l2,omitempty"`
+	Name              string        `yaml:"name"`
+	Addresses         []string      `yaml:"addresses,flow"`
+	AutoAssign        *bool         `yaml:"autoAssign,omitempty"`
+	AvoidBuggyIPs     bool          `yaml:"avoidBuggyIPs,omitempty"`
+	Namespaces        []string      `yaml:"namespaces,omitempty,flow"`
+	NamespaceSelector *selectorYAML `yaml:"namespaceSelector,omitempty"`
+	ServiceSelector   *selectorYAML `yaml:"serviceSelector,omitempty"`
+	Announce          string        `yaml:"announce"`
+	BGP               *poolBGPOut   `yaml:"bgp,omitempty"`
+	L2                *poolL2Out    `yaml:"l2,omitempty"`
 }
 
 type poolBGPOut struct {

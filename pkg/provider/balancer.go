@@ -330,6 +330,7 @@ func (b *balancer) derive(leading bool) {
 			continue
 		}
 		req, err := allocationRequest(svc)
+		req.NamespaceLabels = b.cluster.namespaceLabels(svc.Namespace)
 		if err != nil && leading {
 			klog.ErrorS(err, "Annotation of a Service with addresses is not valid; keeping its addresses", "service", klog.KObj(svc))
 		}

@@ -29,7 +29,10 @@ type cluster struct {
 	nodes  corelisters.NodeLister
 	slices discoverylisters.EndpointSliceLister
 	svcs   corelisters.ServiceLister
-	synced []cache.InformerSynced
+	// namespaces are for pools that select Services by their Namespace's
+	// labels.
+	namespaces corelisters.NamespaceLister
+	synced     []cache.InformerSynced
 	// elsewhere are the addresses in the status of each LoadBalancer
 	// Service this CCM does not serve (another implementation's), by
 	// Service: kept as the informer says, so a deleted Service leaves.
@@ -62,8 +65,9 @@ func (b *balancer) follow(factory informers.SharedInformerFactory) {
 	nodes := factory.Core().V1().Nodes()
 	slicesInf := factory.Discovery().V1().EndpointSlices()
 	svcs := factory.Core().V1().Services()
-	cl.nodes, cl.slices, cl.svcs = nodes.Lister(), slicesInf.Lister(), svcs.Lister()
-	cl.synced = []cache.InformerSynced{nodes.Informer().HasSynced, slicesInf.Informer().HasSynced, svcs.Informer().HasSynced}
+	nsInf := factory.Core().V1().Namespaces()
+	cl.nodes, cl.slices, cl.svcs, cl.namespaces = nodes.Lister(), slicesInf.Lister(), svcs.Lister(), nsInf.Lister()
+	cl.synced = []cache.InformerSynced{nodes.Informer().HasSynced, slicesInf.Informer().HasSynced, svcs.Informer().HasSynced, nsInf.Informer().HasSynced}
 	close(cl.informed)
 	onChange := func(any) { b.announce() }
 	nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -130,6 +134,19 @@ func (cl *cluster) noteElsewhere(obj any, deleted bool) {
 		cl.elsewhere = map[string][]netip.Addr{}
 	}
 	cl.elsewhere[key] = addrs
+}
+
+// namespaceLabels are the labels of the Namespace ns (none if it is not
+// known yet).
+func (cl *cluster) namespaceLabels(ns string) map[string]string {
+	if cl.namespaces == nil {
+		return nil
+	}
+	n, err := cl.namespaces.Get(ns)
+	if err != nil {
+		return nil
+	}
+	return n.Labels
 }
 
 // heldElsewhere is every address Services this CCM does not serve hold,

@@ -54,6 +54,7 @@ func (c *Cloud) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Servic
 	if err != nil {
 		return nil, err
 	}
+	req.NamespaceLabels = c.lb.cluster.namespaceLabels(svc.Namespace)
 	n := c.lb
 	n.mu.Lock()
 	n.noteElsewhere()

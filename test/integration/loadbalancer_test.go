@@ -511,3 +511,41 @@ func ingressIPs(svc *v1.Service) []string {
 	}
 	return out
 }
+
+// TestLoadBalancerPoolByNamespaceLabels: a pool with a namespaceSelector
+// (MetalLB's serviceAllocation.namespaceSelectors) gives its addresses to
+// Services of the Namespaces whose labels match, and the next pool serves
+// the others.
+func TestLoadBalancerPoolByNamespaceLabels(t *testing.T) {
+	peer := framework.StartPeer(t)
+	s := &lbSite{site: newSite(t, `
+inventory:
+  unlistedNodes: allow
+loadBalancer:
+  healthCheck: {enabled: false}
+  pools:
+  - name: team-a
+    addresses: [192.0.2.64/30]
+    namespaceSelector: {matchLabels: {team: a}}
+  - name: public
+    addresses: [192.0.2.0/28]
+`+framework.PeerConfig(peer)), peer: peer}
+	for ns, labels := range map[string]string{"nssel-a": `{"team":"a"}`, "nssel-b": `{"team":"b"}`} {
+		createNamespace(t, ns)
+		if _, err := suite.Cluster.Admin.CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":`+labels+`}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lbNode(t, "nssel-1", true, 1)
+	s.startCCM("ccm")
+	createLBService(t, "nssel-a", "web", nil)
+	createLBService(t, "nssel-b", "web", nil)
+	if got := waitIngress(t, "nssel-a", "web", 1); got[0] != "192.0.2.64" {
+		t.Errorf("the Service of team a got %v, want 192.0.2.64 of pool team-a", got)
+	}
+	if got := waitIngress(t, "nssel-b", "web", 1); got[0] != "192.0.2.0" {
+		t.Errorf("the Service of team b got %v, want 192.0.2.0 of pool public", got)
+	}
+	s.waitRoute("192.0.2.64/32", "203.0.113.1")
+}
