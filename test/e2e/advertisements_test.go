@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,23 +48,9 @@ func TestAdvertisementsPerRouter(t *testing.T) {
 	public := framework.WaitIngress(t, cluster.Admin, namespace, "public", 1)[0]
 	internal := framework.WaitIngress(t, cluster.Admin, namespace, "internal", 1)[0]
 
-	// path is how FRR shows a path of a prefix.
-	type path struct {
-		Metric *int `json:"metric"`
-		ASPath struct {
-			String string `json:"string"`
-		} `json:"aspath"`
-		Community struct {
-			String string `json:"string"`
-		} `json:"community"`
-	}
-	holds := func(router *framework.Netns, vip string) ([]path, string) {
-		out, _ := site.frr[router].Vtysh("show bgp ipv4 unicast " + vip + "/32 json")
-		var rib struct {
-			Paths []path `json:"paths"`
-		}
-		json.Unmarshal([]byte(out), &rib)
-		return rib.Paths, out
+	holds := func(router *framework.Netns, vip string) ([]framework.FRRPath, string) {
+		paths, out, _ := site.frr[router].Paths(vip + "/32")
+		return paths, out
 	}
 	type want struct {
 		router    *framework.Netns

@@ -350,17 +350,8 @@ func TestBFD(t *testing.T) {
 	// stale ones among them.
 	pathsFrom := func(peer string) (paths, stale int) {
 		for _, vip := range vips {
-			out, _ := frr.Vtysh("show bgp ipv4 unicast " + vip + " json")
-			var rib struct {
-				Paths []struct {
-					Stale bool `json:"stale"`
-					Peer  struct {
-						PeerID string `json:"peerId"`
-					} `json:"peer"`
-				} `json:"paths"`
-			}
-			json.Unmarshal([]byte(out), &rib)
-			for _, p := range rib.Paths {
+			held, _, _ := frr.Paths(vip)
+			for _, p := range held {
 				if p.Peer.PeerID == peer {
 					paths++
 					if p.Stale {

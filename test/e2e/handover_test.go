@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -99,22 +98,13 @@ func TestReloadsNeverWithdrawARoutersPaths(t *testing.T) {
 					}
 				}
 				got[vip] = hops
-				rib, _ := frrs[router].Vtysh("show bgp ipv4 unicast " + vip + "/32 json")
-				var paths struct {
-					Paths []struct {
-						Stale bool `json:"stale"`
-					} `json:"paths"`
-				}
-				if err := json.Unmarshal([]byte(rib), &paths); err != nil {
+				paths, rib, err := frrs[router].Paths(vip + "/32")
+				if err != nil {
 					return false, err.Error()
 				}
-				stale := slices.IndexFunc(paths.Paths, func(p struct {
-					Stale bool `json:"stale"`
-				}) bool {
-					return p.Stale
-				}) >= 0
-				if len(paths.Paths) != n || stale {
-					return false, fmt.Sprintf("%s has %d paths of %s (stale among them: %v), want %d and none stale:\n%s", router.Name, len(paths.Paths), vip, stale, n, rib)
+				stale := slices.ContainsFunc(paths, func(p framework.FRRPath) bool { return p.Stale })
+				if len(paths) != n || stale {
+					return false, fmt.Sprintf("%s has %d paths of %s (stale among them: %v), want %d and none stale:\n%s", router.Name, len(paths), vip, stale, n, rib)
 				}
 			}
 			return true, ""

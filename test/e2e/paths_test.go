@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -208,35 +207,26 @@ func TestNextHopsPerRouter(t *testing.T) {
 	replica.Name = "ccm-paths-restarted"
 	restarted := framework.StartReplica(t, replica)
 	framework.WaitLeader(t, restarted)
-	type path struct {
-		Stale    bool `json:"stale"`
-		Nexthops []struct {
-			IP string `json:"ip"`
-		} `json:"nexthops"`
-	}
 	framework.Eventually(t, 90*time.Second, "after the restart each VIP's 3 paths at the router, none stale", func() (bool, string) {
 		if !restarted.LogContains("BGP session state changed", "established") {
 			return false, "the restarted replica has no session yet"
 		}
 		for _, vip := range vips {
-			out, _ := frr.Vtysh("show bgp ipv4 unicast " + vip + "/32 json")
-			var rib struct {
-				Paths []path `json:"paths"`
-			}
-			if err := json.Unmarshal([]byte(out), &rib); err != nil {
+			paths, out, err := frr.Paths(vip + "/32")
+			if err != nil {
 				return false, err.Error()
 			}
 			stale := 0
-			for _, p := range rib.Paths {
+			for _, p := range paths {
 				if p.Stale {
 					stale++
 				}
-				if len(p.Nexthops) == 0 || !slices.ContainsFunc(live, func(n *node) bool { return n.ip == p.Nexthops[0].IP }) {
+				if !slices.ContainsFunc(live, func(n *node) bool { return n.ip == p.NextHop() }) {
 					return false, fmt.Sprintf("%s has a path via a dead node:\n%s", vip, out)
 				}
 			}
-			if len(rib.Paths) != 3 || stale > 0 {
-				return false, fmt.Sprintf("%s: %d paths, %d stale, want 3 and none stale:\n%s", vip, len(rib.Paths), stale, out)
+			if len(paths) != 3 || stale > 0 {
+				return false, fmt.Sprintf("%s: %d paths, %d stale, want 3 and none stale:\n%s", vip, len(paths), stale, out)
 			}
 		}
 		return true, ""

@@ -141,6 +141,52 @@ func (f *FRR) Vtysh(commands ...string) (string, error) {
 	return string(out), nil
 }
 
+// FRRPath is one path of a prefix as FRR shows it (`show bgp … json`).
+type FRRPath struct {
+	Stale  bool `json:"stale"`
+	Metric *int `json:"metric"` // nil: no MED
+	ASPath struct {
+		String string `json:"string"`
+	} `json:"aspath"`
+	Community struct {
+		String string `json:"string"`
+	} `json:"community"`
+	Peer struct {
+		PeerID string `json:"peerId"` // the neighbour's address
+	} `json:"peer"`
+	Nexthops []struct {
+		IP string `json:"ip"`
+	} `json:"nexthops"`
+}
+
+// NextHop is the path's next hop ("" if FRR shows none).
+func (p FRRPath) NextHop() string {
+	if len(p.Nexthops) == 0 {
+		return ""
+	}
+	return p.Nexthops[0].IP
+}
+
+// Paths are the paths the router holds of prefix ("10.0.100.1/32"), with
+// FRR's own JSON for failure messages. A prefix it does not hold has none.
+func (f *FRR) Paths(prefix string) ([]FRRPath, string, error) {
+	family := "ipv4"
+	if strings.Contains(prefix, ":") {
+		family = "ipv6"
+	}
+	out, err := f.Vtysh("show bgp " + family + " unicast " + prefix + " json")
+	if err != nil {
+		return nil, out, err
+	}
+	var rib struct {
+		Paths []FRRPath `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &rib); err != nil {
+		return nil, out, fmt.Errorf("reading FRR's paths of %s: %w", prefix, err)
+	}
+	return rib.Paths, out, nil
+}
+
 // Received is what each neighbour (by address) sent in family ("ipv4",
 // "ipv6") that the router accepted: FRR's pfxRcd, which with ADD-PATH
 // counts paths, not prefixes.
