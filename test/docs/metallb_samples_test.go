@@ -24,7 +24,7 @@ func TestMetalLBsOwnSamplesConvert(t *testing.T) {
 	// The fields refused in each sample; none: it converts.
 	want := map[string][]string{
 		"bgpadv_selectspool_by_label.yaml":            {""},
-		"bgpadv_selectspool_by_list.yaml":             {"spec.ipAddressPools", ""},
+		"bgpadv_selectspool_by_list.yaml":             {"spec.peers", "spec.ipAddressPools", ""},
 		"bgpadvertisement_communities_localpref.yaml": {"spec.ipAddressPools", ""},
 		"bgpadvertisement_community_alias.yaml":       {"spec.ipAddressPools", ""},
 		"bgpadvertisement_with_node_selector.yaml":    {"spec.nodeSelectors", "spec.ipAddressPools", ""},
@@ -32,11 +32,11 @@ func TestMetalLBsOwnSamplesConvert(t *testing.T) {
 		"bgppeer_with_bfdprofile.yaml":                nil,
 		"bgppeer_with_session_options.yaml":           nil,
 		"bgppeer_with_vrf.yaml":                       {"spec.vrf"},
-		"bgppeer_withsecret.yaml":                     {"spec.passwordSecret"},
+		"bgppeer_withsecret.yaml":                     nil,
 		"deployment_bgp.yaml":                         nil,
 		"deployment_l2.yaml":                          nil,
 		"ipaddresspool_simple.yaml":                   nil,
-		"ipaddresspool_with_selector.yaml":            {"spec.serviceAllocation.namespaceSelectors"},
+		"ipaddresspool_with_selector.yaml":            nil,
 		"l2adv_selects_pools_by_list.yaml":            {"spec.ipAddressPools"},
 		"l2adv_with_node_selector.yaml":               {"spec.nodeSelectors"},
 		"simple_pool_adv_bgp.yaml":                    {""},

@@ -335,28 +335,10 @@ func (b *bench) fabricScenario(run int) error {
 		}
 	}
 	start = time.Now()
-	if err := framework.Parallel(*services, 32, func(i int) error {
-		_, err := fast.CoreV1().Services(ns).Create(ctx, lbService(fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
-		return err
-	}); err != nil {
+	if err := b.createServices(ns); err != nil {
 		return err
 	}
-	if err := waitFor(*burstWait, func() bool {
-		if f.exited() != nil {
-			return true
-		}
-		list, err := fast.CoreV1().Services(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return false
-		}
-		done := 0
-		for _, s := range list.Items {
-			if len(s.Status.LoadBalancer.Ingress) > 0 {
-				done++
-			}
-		}
-		return done == *services
-	}); err != nil {
+	if err := waitFor(*burstWait, func() bool { return f.exited() != nil || b.addressed(ns) }); err != nil {
 		return fmt.Errorf("fabric: Services without an address: %w", err)
 	}
 	if err := f.exited(); err != nil {

@@ -36,6 +36,31 @@ func lbService(name string) *v1.Service {
 	}
 }
 
+// createServices creates the burst's Services in ns.
+func (b *bench) createServices(ns string) error {
+	fast := b.fastClient()
+	return framework.Parallel(*services, 32, func(i int) error {
+		_, err := fast.CoreV1().Services(ns).Create(context.Background(), lbService(fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
+		return err
+	})
+}
+
+// addressed reports whether every Service of the burst in ns has an
+// address.
+func (b *bench) addressed(ns string) bool {
+	list, err := b.fastClient().CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return false
+	}
+	done := 0
+	for _, s := range list.Items {
+		if len(s.Status.LoadBalancer.Ingress) > 0 {
+			done++
+		}
+	}
+	return done == *services
+}
+
 func (b *bench) namespace(name string) error {
 	_, err := b.cluster.Admin.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -167,25 +192,10 @@ func (b *bench) serviceScenarios(run int, floor time.Duration, cleanUp bool) err
 		return err
 	}
 	start := time.Now()
-	if err := framework.Parallel(*services, 32, func(i int) error {
-		_, err := fast.CoreV1().Services(ns).Create(ctx, lbService(fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
-		return err
-	}); err != nil {
+	if err := b.createServices(ns); err != nil {
 		return err
 	}
-	if err := waitFor(*burstWait, func() bool {
-		list, err := fast.CoreV1().Services(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return false
-		}
-		done := 0
-		for _, s := range list.Items {
-			if len(s.Status.LoadBalancer.Ingress) > 0 {
-				done++
-			}
-		}
-		return done == *services
-	}); err != nil {
+	if err := waitFor(*burstWait, func() bool { return b.addressed(ns) }); err != nil {
 		return fmt.Errorf("burst: Services without an address: %w", err)
 	}
 	status := time.Since(start)
