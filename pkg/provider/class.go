@@ -60,7 +60,7 @@ func (c Classes) Serve(factory informers.SharedInformerFactory) {
 	factory.InformerFor(&v1.Service{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		inf := coreinformers.NewServiceInformer(client, metav1.NamespaceAll, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		if err := inf.SetTransform(c.transform); err != nil {
-			panic(err) // only once the informer runs
+			panic(err) // cannot be: the informer is new, not started
 		}
 		return inf
 	})
