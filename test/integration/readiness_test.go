@@ -153,6 +153,14 @@ func TestReadinessWithOneRouterOfTwoDown(t *testing.T) {
 				return resp.StatusCode == want && strings.Contains(string(body), reason), fmt.Sprintf("%d %q", resp.StatusCode, body)
 			})
 		}
+		// Ready needs one session of two: wait for the routers to have
+		// both, or stopping one could leave none.
+		for _, r := range routers {
+			framework.Eventually(t, 60*time.Second, name+": "+r.addr+" established", func() (bool, string) {
+				state, err := r.gobgpd.NeighborState("127.0.0.1")
+				return state == "established", fmt.Sprint(state, err)
+			})
+		}
 		expect("ready with both routers", http.StatusOK, "ok")
 		routers[1].gobgpd.Stop()
 		if name == "default" {
