@@ -91,6 +91,21 @@ type PoolL2 struct {
 	// Interface is the replicas' network interface on the segment the VIPs
 	// are in; they answer ARP and Neighbor Solicitations there.
 	Interface string `yaml:"interface"`
+	// Interfaces, instead of interface, are several: a VIP is answered on
+	// each whose subnets hold it (a pool over two VLANs, say).
+	Interfaces []string `yaml:"interfaces"`
+}
+
+// Names are the interfaces the pool's VIPs are answered on, in the
+// config's order.
+func (l *PoolL2) Names() []string {
+	if l == nil {
+		return nil
+	}
+	if l.Interface != "" {
+		return []string{l.Interface}
+	}
+	return l.Interfaces
 }
 
 // AnnouncesBGP reports whether any VIP may be announced over BGP: a pool

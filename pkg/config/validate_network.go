@@ -498,10 +498,25 @@ func validatePoolAnnounce(add reporter, pp *field.Path, pool *Pool, lb *LoadBala
 		return
 	}
 	switch {
-	case pool.L2 == nil || pool.L2.Interface == "":
-		add(l2.Child("interface"), "is required with announce: l2: the replicas' interface on the segment of the pool's VIPs")
-	case !validInterfaceName(pool.L2.Interface):
-		add(l2.Child("interface"), "%q is not a network interface name (1 to 15 characters, no '/', ':' or spaces)", pool.L2.Interface)
+	case pool.L2 == nil || pool.L2.Interface == "" && len(pool.L2.Interfaces) == 0:
+		add(l2.Child("interface"), "is required with announce: l2: the replicas' interface on the segment of the pool's VIPs (or l2.interfaces, several)")
+	case pool.L2.Interface != "" && len(pool.L2.Interfaces) > 0:
+		add(l2.Child("interfaces"), "is given with l2.interface: give one interface, or the list")
+	case pool.L2.Interface != "":
+		if !validInterfaceName(pool.L2.Interface) {
+			add(l2.Child("interface"), "%q is not a network interface name (1 to 15 characters, no '/', ':' or spaces)", pool.L2.Interface)
+		}
+	default:
+		seen := map[string]bool{}
+		for i, name := range pool.L2.Interfaces {
+			switch {
+			case !validInterfaceName(name):
+				add(l2.Child("interfaces").Index(i), "%q is not a network interface name (1 to 15 characters, no '/', ':' or spaces)", name)
+			case seen[name]:
+				add(l2.Child("interfaces").Index(i), "%q is listed twice", name)
+			}
+			seen[name] = true
+		}
 	}
 }
 

@@ -62,7 +62,7 @@ type VIP struct {
 	Pool            string
 	Local           bool // externalTrafficPolicy Local
 	Announce        config.Announce
-	Interface       string // for layer 2
+	Interfaces      []string // for layer 2: its pool's, in the config's order
 	Attributes      bgp.Attributes
 	// Carriers are the nodes that may carry it: Ready, initialised, in
 	// the inventory, healthy, with an address of its family, and for
@@ -130,8 +130,8 @@ func Compute(in Input) *State {
 			v := VIP{Addr: h.Addr, Namespace: s.Namespace, Name: s.Name, Pool: h.Pool, Local: s.Local}
 			if p := pools[h.Pool]; p != nil {
 				v.Announce, v.Attributes = p.Announced(lb), AttributesOf(p.BGP)
-				if v.Announce == config.AnnounceL2 && p.L2 != nil {
-					v.Interface = p.L2.Interface
+				if v.Announce == config.AnnounceL2 {
+					v.Interfaces = p.L2.Names()
 				}
 			} else {
 				if previous == nil {
@@ -139,13 +139,13 @@ func Compute(in Input) *State {
 				}
 				v.Announce = lb.Announce
 				if old := previous[h.Addr]; old != nil {
-					v.Announce, v.Interface, v.Attributes = old.Announce, old.Interface, old.Attributes
+					v.Announce, v.Interfaces, v.Attributes = old.Announce, old.Interfaces, old.Attributes
 				}
 				st.Problems = append(st.Problems, outsidePools(s, h.Addr))
 			}
-			if v.Interface != "" {
-				if _, ok := st.Interfaces[v.Interface]; !ok {
-					st.Interfaces[v.Interface] = "the l2.interface of a pool that left the config, whose VIPs are still in use,"
+			for _, iface := range v.Interfaces {
+				if _, ok := st.Interfaces[iface]; !ok {
+					st.Interfaces[iface] = "the l2.interface of a pool that left the config, whose VIPs are still in use,"
 				}
 			}
 			fam := hops[h.Addr.Is4()]
@@ -229,9 +229,16 @@ func interfaces(lb *config.LoadBalancer) map[string]string {
 	out := map[string]string{}
 	for i := range lb.Pools {
 		p := &lb.Pools[i]
-		if p.Announced(lb) == config.AnnounceL2 && p.L2 != nil {
-			if _, ok := out[p.L2.Interface]; !ok {
-				out[p.L2.Interface] = fmt.Sprintf("loadBalancer.pools[%d].l2.interface", i)
+		if p.Announced(lb) != config.AnnounceL2 || p.L2 == nil {
+			continue
+		}
+		for j, iface := range p.L2.Names() {
+			if _, ok := out[iface]; !ok {
+				field := fmt.Sprintf("loadBalancer.pools[%d].l2.interface", i)
+				if p.L2.Interface == "" {
+					field = fmt.Sprintf("loadBalancer.pools[%d].l2.interfaces[%d]", i, j)
+				}
+				out[iface] = field
 			}
 		}
 	}

@@ -187,7 +187,7 @@ func TestModesAndAttributes(t *testing.T) {
 		t.Errorf("BGP paths %v, want %v (the route to a Node that is gone left out)", paths, want)
 	}
 	l2 := st.Layer2()
-	if len(l2) != 1 || l2[0].Interface != "eth0" || len(l2[0].Carriers) != 2 || l2[0].Carriers[0].MACs[0].String() != "02:00:00:00:00:0a" {
+	if len(l2) != 1 || !slices.Equal(l2[0].Interfaces, []string{"eth0"}) || len(l2[0].Carriers) != 2 || l2[0].Carriers[0].MACs[0].String() != "02:00:00:00:00:0a" {
 		t.Errorf("layer 2 VIPs %+v", l2)
 	}
 	if st.Interfaces["eth0"] != "loadBalancer.pools[2].l2.interface" {
@@ -210,7 +210,7 @@ func TestAVIPWhosePoolWentKeepsItsWay(t *testing.T) {
 	if p := st.Paths(config.PathSelection{MaximumPaths: config.DefaultMaximumPaths}); len(p) != 1 || len(p[0].Communities) != 1 {
 		t.Errorf("paths %+v, want the VIP with its no-export community", p)
 	}
-	if l2 := st.Layer2(); len(l2) != 1 || l2[0].Interface != "eth0" || st.Interfaces["eth0"] == "" {
+	if l2 := st.Layer2(); len(l2) != 1 || !slices.Equal(l2[0].Interfaces, []string{"eth0"}) || st.Interfaces["eth0"] == "" {
 		t.Errorf("layer 2 %+v on %v, want the VIP still on eth0", l2, st.Interfaces)
 	}
 	if n := len(st.Problems); n != 2 || st.Problems[0].Reason != "AddressOutsidePools" {

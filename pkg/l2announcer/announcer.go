@@ -67,7 +67,7 @@ type Announcer struct {
 	sockets  sockets
 	vips     report.Gauges
 	notOpen  report.Gauges
-	answered map[netip.Addr]Answer // by the last convergence
+	answered map[netip.Addr][]Answer // by the last convergence, per interface
 }
 
 type opened struct {
@@ -156,9 +156,9 @@ func (a *Announcer) Status() Status {
 	return st
 }
 
-// Answered is who answers for each layer 2 VIP since the last convergence;
-// nil while not running.
-func (a *Announcer) Answered() map[netip.Addr]Answer {
+// Answered is who answers for each layer 2 VIP since the last convergence,
+// on each interface it is answered on; nil while not running.
+func (a *Announcer) Answered() map[netip.Addr][]Answer {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.running {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/desired"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/l2"
@@ -24,7 +25,7 @@ type Answer struct {
 // how many layer 2 VIPs are not answered.
 type convergence struct {
 	tables     map[string]l2.Table
-	chosen     map[netip.Addr]Answer
+	chosen     map[netip.Addr][]Answer
 	problems   []report.Problem
 	series     []report.Series
 	unanswered int
@@ -32,7 +33,7 @@ type convergence struct {
 
 func answer(st *desired.State, segs map[string]Segment) convergence {
 	tables := map[string]l2.Table{}
-	chosenBy := map[netip.Addr]Answer{}
+	chosenBy := map[netip.Addr][]Answer{}
 	subnets := map[string][]netip.Prefix{}
 	for iface, s := range segs {
 		tables[iface] = l2.Table{}
@@ -57,30 +58,43 @@ func answer(st *desired.State, segs map[string]Segment) convergence {
 	count := map[[2]string]float64{}
 	unanswered := 0
 	for _, v := range st.Layer2() {
-		if segs[v.Interface] == nil {
-			unanswered++ // said when the interface failed to open
-			continue
-		}
-		if !containedIn(v.Addr, subnets[v.Interface]) {
-			unanswered++
-			problems = append(problems, offSegment(v, subnets[v.Interface]))
-			continue
-		}
-		var names []string
-		for _, node := range v.Carriers {
-			if _, ok := macs[v.Interface][node.Name]; ok {
-				names = append(names, node.Name)
+		// A VIP is answered on each of its interfaces whose subnets hold
+		// it; a pool over several segments has each VIP on one of them.
+		var on, closed []string
+		for _, iface := range v.Interfaces {
+			switch {
+			case segs[iface] == nil:
+				closed = append(closed, iface) // said when it failed to open
+			case containedIn(v.Addr, subnets[iface]):
+				on = append(on, iface)
 			}
 		}
-		chosen := l2.Choose(v.Addr, names)
-		if chosen == "" {
+		if len(on) == 0 {
 			unanswered++
-			problems = append(problems, unanswerable(v))
+			if len(closed) < len(v.Interfaces) {
+				problems = append(problems, offSegment(v, subnets))
+			}
 			continue
 		}
-		tables[v.Interface][v.Addr] = macs[v.Interface][chosen]
-		chosenBy[v.Addr] = Answer{Interface: v.Interface, Node: chosen, MAC: macs[v.Interface][chosen]}
-		count[[2]string{v.Interface, chosen}]++
+		for _, iface := range on {
+			var names []string
+			for _, node := range v.Carriers {
+				if _, ok := macs[iface][node.Name]; ok {
+					names = append(names, node.Name)
+				}
+			}
+			chosen := l2.Choose(v.Addr, names)
+			if chosen == "" {
+				continue
+			}
+			tables[iface][v.Addr] = macs[iface][chosen]
+			chosenBy[v.Addr] = append(chosenBy[v.Addr], Answer{Interface: iface, Node: chosen, MAC: macs[iface][chosen]})
+			count[[2]string{iface, chosen}]++
+		}
+		if len(chosenBy[v.Addr]) == 0 {
+			unanswered++
+			problems = append(problems, unanswerable(v))
+		}
 	}
 	series := make([]report.Series, 0, len(count))
 	for k, c := range count {
@@ -139,10 +153,20 @@ func macNotSeen(iface string, node *desired.Node) report.Problem {
 		Resolved: "Node's MAC seen on the segment again; it carries layer 2 VIPs"}
 }
 
-func offSegment(v desired.VIP, subnets []netip.Prefix) report.Problem {
+func offSegment(v desired.VIP, subnets map[string][]netip.Prefix) report.Problem {
+	var where []string
+	for _, iface := range v.Interfaces {
+		if sn, ok := subnets[iface]; ok {
+			where = append(where, fmt.Sprintf("%s (%v)", iface, sn))
+		}
+	}
+	field := "l2.interface"
+	if len(v.Interfaces) > 1 {
+		field = "l2.interfaces"
+	}
 	return report.Problem{Reason: "VIPOutsideSegment", Object: report.Service(v.Namespace, v.Name), Subject: v.Addr.String(),
-		Log: "Layer 2 VIP is outside its interface's subnets; it is not answered", LogValues: []any{"address", v.Addr, "interface", v.Interface, "subnets", subnets},
-		Message: fmt.Sprintf("address %s is in no subnet of interface %s (%v) named by its pool's l2.interface; it is not answered there: give the pool addresses of that segment", v.Addr, v.Interface, subnets)}
+		Log: "Layer 2 VIP is outside its interfaces' subnets; it is not answered", LogValues: []any{"address", v.Addr, "interfaces", where},
+		Message: fmt.Sprintf("address %s is in no subnet of interface %s named by its pool's %s; it is not answered there: give the pool addresses of that segment", v.Addr, strings.Join(where, ", "), field)}
 }
 
 func unanswerable(v desired.VIP) report.Problem {

@@ -515,30 +515,32 @@ func (c *converter) l2Advertisement(r resource) {
 	if len(s.PreferredNodeSelectors) > 0 {
 		c.refuse(r, "spec.preferredNodeSelectors", "not supported: the node a layer 2 VIP is sent to is chosen by rendezvous hashing among healthy eligible nodes")
 	}
-	iface := c.opts.L2Interface
+	ifaces := []string{c.opts.L2Interface}
 	switch len(s.Interfaces) {
 	case 0:
-		if iface == "" {
+		if c.opts.L2Interface == "" {
 			c.refuse(r, "spec.interfaces", "names no interface: give the replicas' interface on the pools' segment with --l2-interface")
 		}
-	case 1:
-		iface = s.Interfaces[0]
-		c.note(r, "spec.interfaces", "%q is now the interface of the control-plane hosts (where the replicas answer ARP and NDP), not of the nodes", iface)
 	default:
-		c.refuse(r, "spec.interfaces", "%d interfaces; a layer 2 pool is answered on one (pools[].l2.interface)", len(s.Interfaces))
+		ifaces = s.Interfaces
+		c.note(r, "spec.interfaces", "%q are now interfaces of the control-plane hosts (where the replicas answer ARP and NDP), not of the nodes; each VIP is answered on those whose subnets hold it", s.Interfaces)
 	}
 	pools := c.advertised(r, s.IPAddressPools, s.IPAddressPoolSelectors)
 	if c.dropped[r.ref] {
 		return
 	}
+	out := &poolL2Out{Interface: ifaces[0]}
+	if len(ifaces) > 1 {
+		out = &poolL2Out{Interfaces: ifaces}
+	}
 	for _, p := range pools {
-		if p.l2By != "" && p.out.L2 != nil && p.out.L2.Interface != iface {
-			c.refuse(r, "spec.interfaces", "gives pool %q another interface than %s does", p.name, p.l2By)
+		if p.l2By != "" && p.out.L2 != nil && !slices.Equal(p.out.L2.names(), ifaces) {
+			c.refuse(r, "spec.interfaces", "gives pool %q other interfaces than %s does", p.name, p.l2By)
 			continue
 		}
 		if p.l2By == "" {
 			p.l2By = r.ref
-			p.out.L2 = &poolL2Out{Interface: iface}
+			p.out.L2 = out
 		}
 	}
 }

@@ -54,7 +54,15 @@ func (a *poolBGPOut) equal(b *poolBGPOut) bool {
 }
 
 type poolL2Out struct {
-	Interface string `yaml:"interface"`
+	Interface  string   `yaml:"interface,omitempty"`
+	Interfaces []string `yaml:"interfaces,omitempty,flow"`
+}
+
+func (o *poolL2Out) names() []string {
+	if o.Interface != "" {
+		return []string{o.Interface}
+	}
+	return o.Interfaces
 }
 
 type selectorYAML struct {

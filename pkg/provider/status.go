@@ -39,8 +39,12 @@ type VIPStatus struct {
 	// Routers are the next hops each router is sent now (BGP).
 	Routers []RouterPaths `json:"routers,omitempty"`
 	// AnsweredBy is the node this replica names in its ARP and NDP
-	// answers for it (layer 2).
+	// answers for it (layer 2), on the first of its pool's interfaces it
+	// is answered on.
 	AnsweredBy *L2Answer `json:"answeredBy,omitempty"`
+	// AlsoAnsweredBy are the answers on the pool's other interfaces
+	// (l2.interfaces) whose subnets hold it too.
+	AlsoAnsweredBy []L2Answer `json:"alsoAnsweredBy,omitempty"`
 	// Problems are why it is not announced, or not everywhere: the
 	// Warning Events of its Service, "Reason: message".
 	Problems []string `json:"problems,omitempty"`
@@ -128,8 +132,13 @@ func (c *Cloud) Status(vip netip.Addr) Status {
 				vs.Routers = append(vs.Routers, RouterPaths{Router: peer.String(), NextHops: addrStrings(sent[peer][prefix])})
 			}
 		case config.AnnounceL2:
-			if a, ok := answered[v.Addr]; ok {
-				vs.AnsweredBy = &L2Answer{Interface: a.Interface, Node: a.Node, MAC: a.MAC.String()}
+			for i, a := range answered[v.Addr] {
+				ans := L2Answer{Interface: a.Interface, Node: a.Node, MAC: a.MAC.String()}
+				if i == 0 {
+					vs.AnsweredBy = &ans
+				} else {
+					vs.AlsoAnsweredBy = append(vs.AlsoAnsweredBy, ans)
+				}
 			}
 		}
 		st.VIPs = append(st.VIPs, vs)
