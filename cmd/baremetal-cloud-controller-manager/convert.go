@@ -29,6 +29,7 @@ func convertMetalLBCommand() *cobra.Command {
 		Short: "Convert MetalLB's resources to a cloud config's loadBalancer and bgp sections",
 		Long: "convert-metallb reads MetalLB's resources as " +
 			"`kubectl get ipaddresspools,bgppeers,bgpadvertisements,l2advertisements,communities,bfdprofiles -A -o yaml` prints them " +
+			"(and, in FRR-K8s mode, FRR-K8s's FRRConfigurations, read for the neighbours a site added) " +
 			"and writes the cloud config's loadBalancer and bgp sections. Every field is converted, converted with a changed meaning " +
 			"(a note on standard error says how) or refused (a line naming the resource and the field, and what to do); with any refusal nothing is written and it exits 1, " +
 			"unless --partial: then the rest is written (a resource with a refused field is left out whole) and it exits 2.",

@@ -169,6 +169,9 @@ type converter struct {
 	dropped map[string]bool
 	// perPeer: the advertisements are written as bgp.advertisements.
 	perPeer bool
+	// FRR-K8s neighbours converted (frrk8s.go), and their peers' names.
+	frrPeers     []frrPeer
+	frrPeerNames []string
 }
 
 // adOut is a BGPAdvertisement as it converts, its peers by MetalLB name.
@@ -221,10 +224,10 @@ func (c *converter) spec(r resource, v any) bool {
 func (c *converter) run(objs []resource) {
 	c.communities, c.bfd = map[string]string{}, map[string]bfdProfileSpec{}
 	c.peerAddrs, c.dropped = map[string]string{}, map[string]bool{}
-	var bgpAds, l2Ads, peers []resource
+	var bgpAds, l2Ads, peers, frr []resource
 	for _, r := range objs {
-		if r.Kind != "" && !strings.HasPrefix(r.APIVersion, "metallb.io/") {
-			c.note(r, "apiVersion", "%q is not MetalLB's (metallb.io): ignored", r.APIVersion)
+		if r.Kind != "" && !strings.HasPrefix(r.APIVersion, "metallb.io/") && !strings.HasPrefix(r.APIVersion, "frrk8s.metallb.io/") {
+			c.note(r, "apiVersion", "%q is neither MetalLB's (metallb.io) nor FRR-K8s's (frrk8s.metallb.io): ignored", r.APIVersion)
 			continue
 		}
 		switch r.Kind {
@@ -249,7 +252,9 @@ func (c *converter) run(objs []resource) {
 		case "BGPPeer":
 			peers = append(peers, r)
 			c.peerNames = append(c.peerNames, r.Metadata.Name)
-		case "ServiceBGPStatus", "ServiceL2Status", "ConfigurationState":
+		case "FRRConfiguration":
+			frr = append(frr, r)
+		case "ServiceBGPStatus", "ServiceL2Status", "ConfigurationState", "FRRNodeState", "BGPSessionState":
 			// MetalLB's own status, nothing to convert.
 		default:
 			c.refuse(r, "kind", "%q is not a MetalLB resource this converter knows", r.Kind)
@@ -284,13 +289,18 @@ func (c *converter) run(objs []resource) {
 	for _, r := range bgpAds {
 		c.bgpAdvertisement(r)
 	}
-	c.placeAds()
 	for _, r := range l2Ads {
 		c.l2Advertisement(r)
 	}
 	for _, r := range peers {
 		c.peer(r)
 	}
+	// After the BGPPeers, whose addresses a neighbour may repeat.
+	for _, r := range frr {
+		c.frrConfiguration(r)
+	}
+	c.placeFRRPeers()
+	c.placeAds()
 	if len(peers) == 0 {
 		for _, r := range bgpAds {
 			c.refuse(r, "", "announces pools over BGP, and the dump has no BGPPeer: dump the peers too (kubectl get bgppeers)")
@@ -550,23 +560,34 @@ func (c *converter) peer(r resource) {
 	if !c.spec(r, &s) {
 		return
 	}
+	out, ok := c.peerOf(r, s, func(f string) string { return "spec." + f })
+	if !ok {
+		return
+	}
+	c.peerAddrs[r.Metadata.Name] = out.Address
+	c.peers = append(c.peers, out)
+}
+
+// peerOf converts a BGPPeer's spec, or an FRR-K8s neighbour as one; at
+// names a BGPPeer field as the resource spells it.
+func (c *converter) peerOf(r resource, s bgpPeerSpec, at func(string) string) (peerOut, bool) {
 	if c.asn == 0 {
 		c.asn, c.asnFrom = s.MyASN, r.ref
 	} else if s.MyASN != c.asn {
-		c.refuse(r, "spec.myASN", "%d, where %s has %d: the replicas speak one AS (bgp.localASN)", s.MyASN, c.asnFrom, c.asn)
+		c.refuse(r, at("myASN"), "%d, where %s has %d: the replicas speak one AS (bgp.localASN)", s.MyASN, c.asnFrom, c.asn)
 	}
 	if s.LocalASN != 0 && s.LocalASN != s.MyASN {
-		c.refuse(r, "spec.localASN", "%d: one local AS for every peer (bgp.localASN)", s.LocalASN)
+		c.refuse(r, at("localASN"), "%d: one local AS for every peer (bgp.localASN)", s.LocalASN)
 	}
 	out := peerOut{ASN: s.PeerASN, Password: s.Password}
 	if s.Password != "" {
-		c.note(r, "spec.password", "written inline as peers[].password, readable by whoever reads the cloud config's ConfigMap: put it in a Secret, mount it into the CCM's Pod and name the file in peers[].passwordFile instead")
+		c.note(r, at("password"), "written inline as peers[].password, readable by whoever reads the cloud config's ConfigMap: put it in a Secret, mount it into the CCM's Pod and name the file in peers[].passwordFile instead")
 	}
 	if s.DynamicASN != "" {
-		c.refuse(r, "spec.dynamicASN", "%q: give the peer's AS number (peerASN)", s.DynamicASN)
+		c.refuse(r, at("dynamicASN"), "%q: give the peer's AS number (peerASN)", s.DynamicASN)
 	}
 	if s.Interface != "" {
-		c.refuse(r, "spec.interface", "unnumbered peering (%q) is not supported: give the router's address", s.Interface)
+		c.refuse(r, at("interface"), "unnumbered peering (%q) is not supported: give the router's address", s.Interface)
 	}
 	if a, err := netip.ParseAddr(s.PeerAddress); err == nil {
 		out.Address = a.String()
@@ -578,17 +599,17 @@ func (c *converter) peer(r resource) {
 			out.AddressFamilies = []string{config.FamilyIPv6}
 		}
 	} else if s.Interface == "" {
-		c.refuse(r, "spec.peerAddress", "%q is not an IP address", s.PeerAddress)
+		c.refuse(r, at("peerAddress"), "%q is not an IP address", s.PeerAddress)
 	}
 	if s.PeerPort != 0 && s.PeerPort != 179 {
 		out.Port = s.PeerPort
 	}
 	if s.SourceAddress != "" {
-		c.refuse(r, "spec.sourceAddress", "%q is one node's address; the replicas dial from their own hosts (peers[].sourceAddress only where one address exists on every such host)", s.SourceAddress)
+		c.refuse(r, at("sourceAddress"), "%q is one node's address; the replicas dial from their own hosts (peers[].sourceAddress only where one address exists on every such host)", s.SourceAddress)
 	}
 	out.HoldTime, out.KeepaliveTime, out.ConnectRetryTime = duration(s.HoldTime), duration(s.KeepaliveTime), duration(s.ConnectTime)
 	if s.RouterID != "" {
-		c.note(r, "spec.routerID", "%q left out: each replica has its own router ID (its address), as the router expects of different neighbours", s.RouterID)
+		c.note(r, at("routerID"), "%q left out: each replica has its own router ID (its address), as the router expects of different neighbours", s.RouterID)
 	}
 	switch len(s.NodeSelectors) {
 	case 0:
@@ -601,12 +622,12 @@ func (c *converter) peer(r resource) {
 		for _, k := range selectorKeys(s.NodeSelectors[0]) {
 			if !strings.HasPrefix(k, config.NodeRestrictionPrefix) && !slices.Contains(c.nodeLabels, k) {
 				c.nodeLabels = append(c.nodeLabels, k)
-				c.note(r, "spec.nodeSelectors", "the Node label %q is read from the Nodes (inventory.nodeLabels): a node's kubelet may set its own Node's labels unless an admission policy keeps it from %q; a key under %s is safe from it (docs/network/topologies.md)", k, k, config.NodeRestrictionPrefix)
+				c.note(r, at("nodeSelectors"), "the Node label %q is read from the Nodes (inventory.nodeLabels): a node's kubelet may set its own Node's labels unless an admission policy keeps it from %q; a key under %s is safe from it (docs/network/topologies.md)", k, k, config.NodeRestrictionPrefix)
 			}
 		}
-		c.note(r, "spec.nodeSelectors", "the replicas peer with this router and send it the selected nodes as next hops (peers[].nodeSelector), where MetalLB's speakers on those nodes peered: the router sees the same next hops")
+		c.note(r, at("nodeSelectors"), "the replicas peer with this router and send it the selected nodes as next hops (peers[].nodeSelector), where MetalLB's speakers on those nodes peered: the router sees the same next hops")
 	default:
-		c.refuse(r, "spec.nodeSelectors", "%d selectors (any of which selects a node); peers[].nodeSelector is one: merge them into one (matchExpressions with In) before converting", len(s.NodeSelectors))
+		c.refuse(r, at("nodeSelectors"), "%d selectors (any of which selects a node); peers[].nodeSelector is one: merge them into one (matchExpressions with In) before converting", len(s.NodeSelectors))
 	}
 	if s.PasswordSecret != nil && s.PasswordSecret.Name != "" {
 		ns := s.PasswordSecret.Namespace
@@ -615,7 +636,7 @@ func (c *converter) peer(r resource) {
 		}
 		key := s.PasswordSecret.Name
 		out.PasswordFile = passwordMount + "/" + key
-		c.note(r, "spec.passwordSecret", "read from the file %s: put key password of Secret %s/%s into the Secret the chart mounts there (bgpPasswords.secretName) under key %s, e.g. kubectl -n kube-system create secret generic baremetal-bgp-passwords --from-literal=%s=\"$(kubectl -n %s get secret %s -o jsonpath='{.data.password}' | base64 -d)\" (with every peer's key in one command)",
+		c.note(r, at("passwordSecret"), "read from the file %s: put key password of Secret %s/%s into the Secret the chart mounts there (bgpPasswords.secretName) under key %s, e.g. kubectl -n kube-system create secret generic baremetal-bgp-passwords --from-literal=%s=\"$(kubectl -n %s get secret %s -o jsonpath='{.data.password}' | base64 -d)\" (with every peer's key in one command)",
 			out.PasswordFile, ns, s.PasswordSecret.Name, key, key, ns, s.PasswordSecret.Name)
 	}
 	if s.EBGPMultiHop {
@@ -624,39 +645,35 @@ func (c *converter) peer(r resource) {
 	if s.BFDProfile != "" {
 		b, ok := c.bfd[s.BFDProfile]
 		if !ok {
-			c.refuse(r, "spec.bfdProfile", "no BFDProfile %q in the dump", s.BFDProfile)
+			c.refuse(r, at("bfdProfile"), "no BFDProfile %q in the dump", s.BFDProfile)
 		} else {
-			out.BFD = c.bfdOut(r, s.BFDProfile, b, s.EBGPMultiHop)
+			out.BFD = c.bfdOut(r, at("bfdProfile"), s.BFDProfile, b, s.EBGPMultiHop)
 		}
 	}
 	if !s.EnableGracefulRestart {
-		c.note(r, "spec.enableGracefulRestart", "graceful restart (RFC 4724) is on here: the router keeps the VIPs while a replica restarts; its recipe enables it (docs/network/routers.md)")
+		c.note(r, at("enableGracefulRestart"), "graceful restart (RFC 4724) is on here: the router keeps the VIPs while a replica restarts; its recipe enables it (docs/network/routers.md)")
 	}
 	if s.VRF != "" {
-		c.refuse(r, "spec.vrf", "%q: sessions in a VRF are not supported", s.VRF)
+		c.refuse(r, at("vrf"), "%q: sessions in a VRF are not supported", s.VRF)
 	}
 	if s.DisableMP {
-		c.note(r, "spec.disableMP", "one session per peer address carries the families of addressFamilies")
+		c.note(r, at("disableMP"), "one session per peer address carries the families of addressFamilies")
 	}
-	if c.dropped[r.ref] {
-		return
-	}
-	c.peerAddrs[r.Metadata.Name] = out.Address
-	c.peers = append(c.peers, out)
+	return out, !c.dropped[r.ref]
 }
 
 // bfdOut is a BFD profile as a peer's bfd; a multihop peer's (RFC 5883)
 // takes the profile's minimumTtl, or MetalLB's default, 254.
-func (c *converter) bfdOut(r resource, name string, b bfdProfileSpec, multihop bool) *bfdOut {
+func (c *converter) bfdOut(r resource, at, name string, b bfdProfileSpec, multihop bool) *bfdOut {
 	field := "BFDProfile " + name
 	if b.EchoMode != nil && *b.EchoMode {
-		c.refuse(r, "spec.bfdProfile", "%s: echoMode is not supported", field)
+		c.refuse(r, at, "%s: echoMode is not supported", field)
 	}
 	if b.PassiveMode != nil && *b.PassiveMode {
-		c.refuse(r, "spec.bfdProfile", "%s: passiveMode is not supported (the replicas send)", field)
+		c.refuse(r, at, "%s: passiveMode is not supported (the replicas send)", field)
 	}
 	if b.MinimumTTL != nil && *b.MinimumTTL != 254 && !multihop {
-		c.note(r, "spec.bfdProfile", "%s: minimumTtl %d applies to multihop sessions only, as in MetalLB; this single-hop one takes only TTL 255", field, *b.MinimumTTL)
+		c.note(r, at, "%s: minimumTtl %d applies to multihop sessions only, as in MetalLB; this single-hop one takes only TTL 255", field, *b.MinimumTTL)
 	}
 	ms := func(v *uint32) string {
 		if v == nil {
@@ -713,7 +730,9 @@ func (c *converter) renderAds(pools map[string]bool) []advertisementOut {
 			}
 		}
 		names := ad.peerNames
-		if len(names) == 0 && (ad.attrs.LocalPreference != nil || ad.prepend > 0) {
+		// MetalLB's advertisements go to its BGPPeers, never to the
+		// neighbours of a site's own FRRConfigurations.
+		if len(names) == 0 && (ad.attrs.LocalPreference != nil || ad.prepend > 0 || len(c.frrPeerNames) > 0) {
 			names = c.peerNames
 		}
 		var ibgp, ebgp []string

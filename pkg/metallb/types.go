@@ -101,3 +101,64 @@ type bfdProfileSpec struct {
 	PassiveMode      *bool   `json:"passiveMode"`
 	MinimumTTL       *uint32 `json:"minimumTtl"`
 }
+
+// FRR-K8s (frrk8s.metallb.io/v1beta1), MetalLB v0.16's default backend.
+type frrConfigurationSpec struct {
+	BGP struct {
+		Routers     []frrRouter     `json:"routers"`
+		BFDProfiles []frrBFDProfile `json:"bfdProfiles"`
+	} `json:"bgp"`
+	Raw struct {
+		Priority int    `json:"priority"`
+		Config   string `json:"rawConfig"`
+	} `json:"raw"`
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector"`
+}
+
+type frrRouter struct {
+	ASN       uint32        `json:"asn"`
+	ID        string        `json:"id"`
+	VRF       string        `json:"vrf"`
+	Neighbors []frrNeighbor `json:"neighbors"`
+	Prefixes  []string      `json:"prefixes"`
+	Imports   []any         `json:"imports"`
+}
+
+type frrNeighbor struct {
+	ASN                   uint32           `json:"asn"`
+	DynamicASN            string           `json:"dynamicASN"`
+	SourceAddress         string           `json:"sourceaddress"`
+	Address               string           `json:"address"`
+	Interface             string           `json:"interface"`
+	Port                  *uint16          `json:"port"`
+	Password              string           `json:"password"`
+	PasswordSecret        *secretReference `json:"passwordSecret"`
+	HoldTime              *metav1.Duration `json:"holdTime"`
+	KeepaliveTime         *metav1.Duration `json:"keepaliveTime"`
+	ConnectTime           *metav1.Duration `json:"connectTime"`
+	EBGPMultiHop          bool             `json:"ebgpMultiHop"`
+	BFDProfile            string           `json:"bfdProfile"`
+	EnableGracefulRestart bool             `json:"enableGracefulRestart"`
+	ToAdvertise           struct {
+		Allowed struct {
+			Prefixes []string `json:"prefixes"`
+			Mode     string   `json:"mode"`
+		} `json:"allowed"`
+		PrefixesWithLocalPref []any `json:"withLocalPref"`
+		PrefixesWithCommunity []any `json:"withCommunity"`
+	} `json:"toAdvertise"`
+	ToReceive struct {
+		Allowed struct {
+			Prefixes []any  `json:"prefixes"`
+			Mode     string `json:"mode"`
+		} `json:"allowed"`
+	} `json:"toReceive"`
+	DisableMP              bool   `json:"disableMP"`
+	DualStackAddressFamily bool   `json:"dualStackAddressFamily"`
+	LocalASN               uint32 `json:"localASN"`
+}
+
+type frrBFDProfile struct {
+	Name string `json:"name"`
+	bfdProfileSpec
+}

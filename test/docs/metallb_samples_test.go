@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,6 +69,71 @@ func TestMetalLBsOwnSamplesConvert(t *testing.T) {
 				t.Errorf("%s: a refusal names no resource: %s", name, r)
 			}
 			got = append(got, r.Field)
+		}
+		if !slices.Equal(got, fields) {
+			t.Errorf("%s: refused fields %q, want %q (%v)", name, got, fields, res.Refused)
+		}
+		if len(fields) == 0 && res.Config == nil {
+			t.Errorf("%s: converted to nothing", name)
+		}
+	}
+}
+
+// TestFRRK8sOwnSamplesConvert converts each of FRR-K8s's own examples
+// (config/samples of the FRR-K8s MetalLB requires), beside a pool that
+// holds the prefixes they advertise: each converts, or is refused naming
+// the fields that only the nodes' FRR can serve.
+func TestFRRK8sOwnSamplesConvert(t *testing.T) {
+	dir, err := framework.FRRK8sModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pool = "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: samples, namespace: metallb-system}\nspec: {addresses: [192.168.0.0/15]}\n---\n"
+	// The fields refused in each sample; none: it converts. Receiving
+	// routes and raw FRR configuration stay with FRR-K8s.
+	receive := "spec.bgp.routers[0].neighbors[%d].toReceive"
+	nothing := "spec.bgp.routers[0].neighbors[%d].toAdvertise"
+	want := map[string][]string{
+		"advertise_two_neighs_one_config.yaml":     nil,
+		"advertise_two_neighs_two_configs.yaml":    nil,
+		"basic.yaml":                               {fmt.Sprintf(receive, 0)},
+		"four_neighs_mixed_receive_advertise.yaml": {fmt.Sprintf(receive, 0), fmt.Sprintf(receive, 1), fmt.Sprintf(receive, 2), fmt.Sprintf(receive, 3)},
+		"neighbor_with_password.yaml":              nil,
+		// Its nodeSelector is no label selector (labelSelector: is no
+		// field of one): refused as unknown, where the API server would
+		// prune it and select every node.
+		"node_selector.yaml":                        {"spec"},
+		"raw_config_in_two_parts.yaml":              {"spec.raw.rawConfig", fmt.Sprintf(nothing, 0), fmt.Sprintf(nothing, 1), fmt.Sprintf(nothing, 2), "spec.raw.rawConfig"},
+		"two_neighs_receive_all_from_one.yaml":      {fmt.Sprintf(receive, 0), fmt.Sprintf(nothing, 0), fmt.Sprintf(nothing, 1)},
+		"two_neighs_receive_some_ips_from_one.yaml": {fmt.Sprintf(receive, 0), fmt.Sprintf(nothing, 0), fmt.Sprintf(nothing, 1)},
+		"two_routers_different_vrfs.yaml":           {"spec.bgp.routers[1].vrf", "spec.bgp.routers[1].asn"},
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "config", "samples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		fields, known := want[name]
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := metallb.Convert(append([]byte(pool), text...), metallb.Options{})
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		var got []string
+		for _, r := range res.Refused {
+			if r.Object == "" {
+				t.Errorf("%s: a refusal names no resource: %s", name, r)
+			}
+			got = append(got, r.Field)
+		}
+		if !known {
+			t.Errorf("%s: a sample this test does not know: refused %q (%v)", name, got, res.Refused)
+			continue
 		}
 		if !slices.Equal(got, fields) {
 			t.Errorf("%s: refused fields %q, want %q (%v)", name, got, fields, res.Refused)
