@@ -37,6 +37,7 @@ type balancer struct {
 	cfg      *config.Config
 	inv      *inventory.Inventory
 	alloc    *ipam.Allocator
+	derived  bool // alloc holds the cluster's allocations, not just the pools
 	services map[string]*lbService
 	routes   routeTable
 	pins     pinnedAddresses
@@ -290,6 +291,18 @@ func (b *balancer) countPools() {
 	poolSeries.Set(series)
 }
 
+// elsewhereChanged follows a change of the addresses another
+// implementation's Services hold, once the allocations are derived.
+func (b *balancer) elsewhereChanged() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.derived {
+		return // derived later, with the set as it is then
+	}
+	b.noteElsewhere()
+	b.countPools()
+}
+
 // noteElsewhere hands the allocator the addresses another
 // implementation's Services hold, and says which of them are in a pool:
 // pools that overlap that implementation's are a misconfiguration the
@@ -362,7 +375,7 @@ func (b *balancer) derive(leading bool) {
 		}
 		services[r.Service] = &lbService{namespace: svc.Namespace, name: svc.Name}
 	}
-	b.alloc, b.services = alloc, services
+	b.alloc, b.services, b.derived = alloc, services, true
 	b.noteElsewhere()
 	b.countPools()
 	b.deriveRoutes()

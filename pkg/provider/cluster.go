@@ -102,22 +102,30 @@ func (b *balancer) follow(factory informers.SharedInformerFactory) {
 		UpdateFunc: func(_, cur any) { following(cur) },
 		DeleteFunc: following,
 	})
+	// Another implementation's Services change without any of ours doing
+	// so: the allocator, the pool metric and the Event follow them at once.
+	elsewhere := func(obj any, deleted bool) {
+		if cl.noteElsewhere(obj, deleted) {
+			b.elsewhereChanged()
+		}
+	}
 	svcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { cl.noteElsewhere(obj, false) },
-		UpdateFunc: func(_, cur any) { cl.noteElsewhere(cur, false) },
-		DeleteFunc: func(obj any) { cl.noteElsewhere(obj, true) },
+		AddFunc:    func(obj any) { elsewhere(obj, false) },
+		UpdateFunc: func(_, cur any) { elsewhere(cur, false) },
+		DeleteFunc: func(obj any) { elsewhere(obj, true) },
 	})
 }
 
 // noteElsewhere records the addresses a Service this CCM does not serve
-// holds (none once it is deleted, served, or without them).
-func (cl *cluster) noteElsewhere(obj any, deleted bool) {
+// holds (none once it is deleted, served, or without them), and reports
+// whether they changed.
+func (cl *cluster) noteElsewhere(obj any, deleted bool) (changed bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
 	svc, ok := obj.(*v1.Service)
 	if !ok {
-		return
+		return false
 	}
 	key := serviceKey(svc)
 	var addrs []netip.Addr
@@ -126,14 +134,18 @@ func (cl *cluster) noteElsewhere(obj any, deleted bool) {
 	}
 	cl.elsewhereMu.Lock()
 	defer cl.elsewhereMu.Unlock()
+	if slices.Equal(cl.elsewhere[key], addrs) {
+		return false
+	}
 	if len(addrs) == 0 {
 		delete(cl.elsewhere, key)
-		return
+		return true
 	}
 	if cl.elsewhere == nil {
 		cl.elsewhere = map[string][]netip.Addr{}
 	}
 	cl.elsewhere[key] = addrs
+	return true
 }
 
 // namespaceLabels are the labels of the Namespace ns (none if it is not

@@ -498,10 +498,30 @@ func TestLoadBalancerClassBesideAnotherImplementation(t *testing.T) {
 			t.Errorf("Service %s changed: finalizers %v, addresses %v; was %v, %v", svc.Name, got.Finalizers, ingressIPs(got), svc.Finalizers, ingressIPs(svc))
 		}
 	}
+	// The other implementation's Services change while none of ours does:
+	// the metric (and the alert on it) follows them, not the next change
+	// of a Service of ours.
+	elsewhere := func(what string, n int) {
+		t.Helper()
+		framework.Eventually(t, waitTimeout, what, func() (bool, string) {
+			want := fmt.Sprintf(`baremetal_pool_addresses{family="IPv4",pool="public",state="elsewhere"} %d`, n)
+			return strings.Contains(metrics(t, ccm), want), "/metrics lacks " + want
+		})
+	}
+	third, err = suite.Cluster.Admin.CoreV1().Services(ns).Get(context.Background(), "third", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	third.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.0.2.9"}}
+	if _, err := suite.Cluster.Admin.CoreV1().Services(ns).UpdateStatus(context.Background(), third, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere("a third implementation's new address in the pool metrics", 2)
 	deleteService(t, ns, "theirs") // waits until it is gone
 	if got := ingress(t, ns, "ours"); !slices.Equal(got, []string{ip}) {
 		t.Errorf("ours has %v after theirs went, want %s", got, ip)
 	}
+	elsewhere("the address of the Service that went out of the pool metrics", 1)
 }
 
 func ingressIPs(svc *v1.Service) []string {
