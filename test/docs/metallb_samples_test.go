@@ -43,40 +43,7 @@ func TestMetalLBsOwnSamplesConvert(t *testing.T) {
 		"simple_pool_adv_bgp.yaml":                    {""},
 		"simple_pool_adv_l2.yaml":                     nil,
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "configsamples", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples in %s: %v", dir, err)
-	}
-	for _, f := range files {
-		name := filepath.Base(f)
-		fields, known := want[name]
-		if !known {
-			t.Errorf("%s: a sample this test does not know: add what it should convert to", name)
-			continue
-		}
-		text, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := metallb.Convert(text, metallb.Options{L2Interface: "eth1"})
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
-		}
-		var got []string
-		for _, r := range res.Refused {
-			if r.Object == "" {
-				t.Errorf("%s: a refusal names no resource: %s", name, r)
-			}
-			got = append(got, r.Field)
-		}
-		if !slices.Equal(got, fields) {
-			t.Errorf("%s: refused fields %q, want %q (%v)", name, got, fields, res.Refused)
-		}
-		if len(fields) == 0 && res.Config == nil {
-			t.Errorf("%s: converted to nothing", name)
-		}
-	}
+	convertSamples(t, filepath.Join(dir, "configsamples"), "", metallb.Options{L2Interface: "eth1"}, want)
 }
 
 // TestFRRK8sOwnSamplesConvert converts each of FRR-K8s's own examples
@@ -108,18 +75,24 @@ func TestFRRK8sOwnSamplesConvert(t *testing.T) {
 		"two_neighs_receive_some_ips_from_one.yaml": {fmt.Sprintf(receive, 0), fmt.Sprintf(nothing, 0), fmt.Sprintf(nothing, 1)},
 		"two_routers_different_vrfs.yaml":           {"spec.bgp.routers[1].vrf", "spec.bgp.routers[1].asn"},
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "config", "samples", "*.yaml"))
+	convertSamples(t, filepath.Join(dir, "config", "samples"), pool, metallb.Options{}, want)
+}
+
+// convertSamples converts each sample in dir, after prefix, and checks
+// the fields refused in it against want (none: it converts).
+func convertSamples(t *testing.T, dir, prefix string, opts metallb.Options, want map[string][]string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no samples in %s: %v", dir, err)
 	}
 	for _, f := range files {
 		name := filepath.Base(f)
-		fields, known := want[name]
 		text, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := metallb.Convert(append([]byte(pool), text...), metallb.Options{})
+		res, err := metallb.Convert(append([]byte(prefix), text...), opts)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -131,8 +104,9 @@ func TestFRRK8sOwnSamplesConvert(t *testing.T) {
 			}
 			got = append(got, r.Field)
 		}
+		fields, known := want[name]
 		if !known {
-			t.Errorf("%s: a sample this test does not know: refused %q (%v)", name, got, res.Refused)
+			t.Errorf("%s: a sample this test does not know: refused %q (%v); add what it should convert to", name, got, res.Refused)
 			continue
 		}
 		if !slices.Equal(got, fields) {
