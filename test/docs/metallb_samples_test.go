@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/metallb"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
@@ -115,5 +117,40 @@ func convertSamples(t *testing.T, dir, prefix string, opts metallb.Options, want
 		if len(fields) == 0 && res.Config == nil {
 			t.Errorf("%s: converted to nothing", name)
 		}
+	}
+}
+
+// TestMetalLBv016FRRK8sDumpConverts converts the dump taken from a
+// MetalLB v0.16 running in FRR-K8s mode on a leaf-spine site (written by
+// test/e2e's TestMetalLBInFRRK8sModeConverts with -update-frrk8s-dump),
+// as it came from kubectl: MetalLB's resources, its FRRConfigurations per
+// node and the site's own.
+func TestMetalLBv016FRRK8sDumpConverts(t *testing.T) {
+	dump, err := os.ReadFile(filepath.Join("testdata", "metallb-v0.16-frrk8s-dump.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := metallb.Convert(dump, metallb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Refused) > 0 {
+		t.Fatalf("refused: %v", res.Refused)
+	}
+	generated := 0
+	for _, n := range res.Notes {
+		if strings.Contains(n.Message, "written by MetalLB for node") {
+			generated++
+		}
+	}
+	if generated != 4 {
+		t.Errorf("%d of MetalLB's per-node FRRConfigurations recognised, want the 4 nodes': %v", generated, res.Notes)
+	}
+	cfg, err := config.ParseWithoutSecrets(res.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := framework.FRRK8sSiteProblems(cfg); len(problems) > 0 {
+		t.Errorf("%s\n%s", strings.Join(problems, "\n"), res.Config)
 	}
 }

@@ -116,11 +116,14 @@ type metallb struct {
 	speakers   map[string]*framework.Process // by node name
 	nodes      []*recipeNode
 	kubeconfig map[string]string // the admin's, as seen in each node's namespace
+	// speakerEnv is added to the speakers' environment
+	// (METALLB_BGP_TYPE=frr-k8s, say).
+	speakerEnv []string
 }
 
 // installMetalLB applies MetalLB's CRDs and resources and makes the Pods
 // its processes look themselves up by (there is no kubelet to run them).
-func installMetalLB(t *testing.T, nodes []*recipeNode) *metallb {
+func installMetalLB(t *testing.T, nodes []*recipeNode, resourcesYAML string) *metallb {
 	t.Helper()
 	ctx := context.Background()
 	for _, bin := range []string{"metallb-controller", "metallb-speaker"} {
@@ -144,7 +147,7 @@ func installMetalLB(t *testing.T, nodes []*recipeNode) *metallb {
 	framework.CreateNamespace(t, cluster.Admin, metallbNS)
 	m := &metallb{t: t, dir: t.TempDir(), speakers: map[string]*framework.Process{}, nodes: nodes, kubeconfig: map[string]string{}}
 	resources := filepath.Join(m.dir, "metallb.yaml")
-	if err := os.WriteFile(resources, []byte(metallbResources), 0o644); err != nil {
+	if err := os.WriteFile(resources, []byte(resourcesYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The API server serves the new kinds once it has read the CRDs.
@@ -225,7 +228,7 @@ func (m *metallb) startSpeakers() {
 			m.t.Fatal(err)
 		}
 		m.speakers[n.name], err = framework.StartProcess("ip", m.dir, "metallb-speaker-"+n.name, 0,
-			[]string{"KUBECONFIG=" + m.kubeconfig[n.name]},
+			append([]string{"KUBECONFIG=" + m.kubeconfig[n.name]}, m.speakerEnv...),
 			"netns", "exec", n.ns.Name, filepath.Join(framework.ToolsBin(), "metallb-speaker"),
 			"--namespace="+metallbNS, "--node-name="+n.name, "--pod-name=speaker-"+n.name, "--port=0",
 			fmt.Sprintf("--health-probe-port=%d", port))
@@ -443,7 +446,7 @@ func TestMetalLBCutOver(t *testing.T) {
 			t.Logf("a LoadBalancer Service of another test: %s/%s %v", svc.Namespace, svc.Name, framework.IngressIPs(&svc))
 		}
 	}
-	mlb := installMetalLB(t, nodes)
+	mlb := installMetalLB(t, nodes, metallbResources)
 	mlb.startController()
 	mlb.startSpeakers()
 	framework.CreateNamespace(t, cluster.Admin, "mlb-web")
