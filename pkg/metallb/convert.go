@@ -348,7 +348,7 @@ func (c *converter) pool(r resource) {
 	}
 	if sa := s.ServiceAllocation; sa != nil {
 		p.priority = sa.Priority
-		p.pinned = len(sa.Namespaces) > 0 || len(sa.ServiceSelectors) > 0
+		p.pinned = len(sa.Namespaces) > 0 || len(sa.NamespaceSelectors) > 0 || len(sa.ServiceSelectors) > 0
 		if !p.pinned && (p.out.AutoAssign == nil || *p.out.AutoAssign) {
 			// MetalLB gives automatically only pools without a
 			// serviceAllocation, or with one that selects the Service.
@@ -361,7 +361,6 @@ func (c *converter) pool(r resource) {
 		case 0:
 		case 1:
 			p.out.NamespaceSelector = selectorOut(sa.NamespaceSelectors[0])
-			p.pinned = true
 		default:
 			c.refuse(r, "spec.serviceAllocation.namespaceSelectors", "%d selectors (any of which matches); pools[].namespaceSelector is one: merge them into one (matchExpressions with In) before converting", len(sa.NamespaceSelectors))
 		}

@@ -44,6 +44,7 @@ func TestConvert(t *testing.T) {
 		dump    string
 		opts    Options
 		want    []string
+		absent  []string
 		refused string
 		note    string
 	}{
@@ -72,6 +73,8 @@ func TestConvert(t *testing.T) {
 			refused: "IPAddressPool metallb-system/public: spec.serviceAllocation.serviceSelectors"},
 		{name: "a namespace selector", dump: list(strings.Replace(poolCR, "spec: {", "spec: {serviceAllocation: {namespaceSelectors: [{matchLabels: {team: a}}]}, ", 1)),
 			want: []string{"namespaceSelector:\n        matchLabels:\n          team: a"}},
+		{name: "a namespace selector with a priority", dump: list(strings.Replace(poolCR, "spec: {", "spec: {serviceAllocation: {priority: 10, namespaceSelectors: [{matchLabels: {team: a}}]}, ", 1)),
+			want: []string{"namespaceSelector:\n        matchLabels:\n          team: a"}, absent: []string{"autoAssign"}},
 		{name: "two namespace selectors", dump: list(strings.Replace(poolCR, "spec: {", "spec: {serviceAllocation: {namespaceSelectors: [{matchLabels: {team: a}}, {matchLabels: {team: b}}]}, ", 1)),
 			refused: "IPAddressPool metallb-system/public: spec.serviceAllocation.namespaceSelectors: 2 selectors"},
 		{name: "a field this converter does not know", dump: list(strings.Replace(poolCR, "spec: {", "spec: {shiny: true, ", 1)), refused: `IPAddressPool metallb-system/public: spec: unknown field "shiny"`},
@@ -188,6 +191,11 @@ func TestConvert(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(string(res.Config), w) {
 					t.Errorf("the config lacks %q:\n%s", w, res.Config)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(string(res.Config), a) {
+					t.Errorf("the config has %q:\n%s", a, res.Config)
 				}
 			}
 			if tc.note != "" && !has(res.Notes, tc.note) {

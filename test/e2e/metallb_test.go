@@ -18,6 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -31,8 +32,9 @@ const (
 	mlbCP2 = "10.0.0.12"
 )
 
-// The MetalLB the site runs before the move: pools chosen by namespace and
-// by Service selector, a pool for the rest of the test's namespace (so
+// The MetalLB the site runs before the move: pools chosen by the
+// Namespace's labels and by Service selector, a pool for the rest of the
+// test's namespaces, with a pair shared across two of them (so
 // that no other test's Service is given an address), all announced over BGP by a
 // speaker on every node (MetalLB's native BGP carries IPv4 only), and a
 // dual-stack pool answered on the nodes' segment.
@@ -41,7 +43,7 @@ kind: IPAddressPool
 metadata: {name: web, namespace: metallb-system}
 spec:
   addresses: [10.0.100.0/26]
-  serviceAllocation: {priority: 10, namespaces: [mlb-web]}
+  serviceAllocation: {priority: 10, namespaceSelectors: [{matchLabels: {team: web}}]}
 ---
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -57,7 +59,7 @@ kind: IPAddressPool
 metadata: {name: rest, namespace: metallb-system}
 spec:
   addresses: [10.0.100.128/25]
-  serviceAllocation: {namespaces: [mlb-apps]}
+  serviceAllocation: {namespaces: [mlb-apps, mlb-shop]}
 ---
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -282,8 +284,8 @@ func (s *mlbService) targets() []string {
 // mlbServices are the site's 50 Services: 20 in the namespace of the web
 // pool, 10 chosen by the selector pool, 16 more in the other namespace, one
 // with a requested address (MetalLB's annotation), a pair sharing one
-// (MetalLB's annotation, different ports) and one dual-stack from the
-// layer 2 pool (MetalLB's annotation).
+// across two namespaces (MetalLB's annotation, different ports) and one
+// dual-stack from the layer 2 pool (MetalLB's annotation).
 func mlbServices() []*mlbService {
 	web, selected, rest, lan := netip.MustParsePrefix("10.0.100.0/26"), netip.MustParsePrefix("10.0.100.64/27"),
 		netip.MustParsePrefix("10.0.100.128/25"), lanPool
@@ -303,7 +305,7 @@ func mlbServices() []*mlbService {
 	}})
 	for i, name := range []string{"pair-a", "pair-b"} {
 		port := uint16(80 + i)
-		out = append(out, &mlbService{ns: "mlb-apps", name: name, port: port, pool: rest, mutate: func(s *v1.Service) {
+		out = append(out, &mlbService{ns: []string{"mlb-apps", "mlb-shop"}[i], name: name, port: port, pool: rest, mutate: func(s *v1.Service) {
 			s.Annotations = map[string]string{"metallb.io/allow-shared-ip": "pair"}
 			s.Spec.Ports[0].Port = int32(port)
 		}})
@@ -449,8 +451,13 @@ func TestMetalLBCutOver(t *testing.T) {
 	mlb := installMetalLB(t, nodes, metallbResources)
 	mlb.startController()
 	mlb.startSpeakers()
-	framework.CreateNamespace(t, cluster.Admin, "mlb-web")
-	framework.CreateNamespace(t, cluster.Admin, "mlb-apps")
+	for _, ns := range []string{"mlb-web", "mlb-apps", "mlb-shop"} {
+		framework.CreateNamespace(t, cluster.Admin, ns)
+	}
+	// Pool web is for the Namespaces of team web.
+	if _, err := cluster.Admin.CoreV1().Namespaces().Patch(ctx, "mlb-web", types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"web"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	services := mlbServices()
 	for _, s := range services {
 		framework.CreateLBService(t, cluster.Admin, s.ns, s.name, s.mutate)
