@@ -29,6 +29,13 @@ type Classes struct {
 // carry in its informers (never written to the cluster).
 const notServed = annotations.Prefix + "not-served"
 
+// servedClass marks, in the informers only, a Service of Class shown
+// class-less: client-go may transform an object twice (an informer's
+// first list does), and the second pass must not take it for a class-less
+// Service and hide it. Like the class, it is in both copies any patch is
+// computed between, so it is never written.
+const servedClass = annotations.Prefix + "served-class"
+
 // Validate says what is wrong with the classes, naming the flags.
 func (c Classes) Validate() error {
 	if c.Class != "" {
@@ -75,7 +82,11 @@ func (c Classes) transform(obj any) (any, error) {
 	switch class := svc.Spec.LoadBalancerClass; {
 	case class != nil && c.Class != "" && *class == c.Class:
 		svc.Spec.LoadBalancerClass = nil
-	case class == nil && c.IgnoreClassLess:
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		svc.Annotations[servedClass] = c.Class
+	case class == nil && c.IgnoreClassLess && svc.Annotations[servedClass] != c.Class:
 		other := notServed
 		svc.Spec.LoadBalancerClass = &other
 	}

@@ -40,6 +40,15 @@ func TestClassesView(t *testing.T) {
 			if managed(got) != tc.want.served {
 				t.Errorf("served %v, want %v (class seen: %v)", managed(got), tc.want.served, got.Spec.LoadBalancerClass)
 			}
+			// client-go may transform an object twice (an informer's
+			// first list): the view must not change again.
+			again, err := tc.classes.transform(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if managed(again.(*v1.Service)) != tc.want.served {
+				t.Errorf("transformed twice: served %v, want %v (class seen: %v)", managed(again.(*v1.Service)), tc.want.served, again.(*v1.Service).Spec.LoadBalancerClass)
+			}
 			if len(got.Finalizers) != 2 {
 				t.Errorf("finalizers seen %v, want both", got.Finalizers)
 			}

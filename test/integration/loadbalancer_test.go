@@ -453,12 +453,18 @@ func TestLoadBalancerClassBesideAnotherImplementation(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := createLBService(t, ns, "third", func(svc *v1.Service) { svc.Spec.LoadBalancerClass = ptr.To("example.com/third") })
+	// One of ours is there before the CCM starts (created while it was
+	// down, or before a restart): it is served from the first list.
+	createLBService(t, ns, "before", func(svc *v1.Service) { svc.Spec.LoadBalancerClass = ptr.To(class) })
 	from := time.Now()
 	ccm := s.startCCM("ccm", "--load-balancer-class="+class, "--ignore-class-less-services")
+	if got := waitIngress(t, ns, "before", 1)[0]; got != "192.0.2.2" {
+		t.Errorf("before got %s, want 192.0.2.2: 192.0.2.1 is theirs", got)
+	}
 	createLBService(t, ns, "ours", func(svc *v1.Service) { svc.Spec.LoadBalancerClass = ptr.To(class) })
 	ip := waitIngress(t, ns, "ours", 1)[0]
-	if ip != "192.0.2.2" {
-		t.Errorf("ours got %s, want 192.0.2.2: 192.0.2.1 is theirs", ip)
+	if ip != "192.0.2.3" {
+		t.Errorf("ours got %s, want 192.0.2.3: 192.0.2.1 is theirs, .2 before's", ip)
 	}
 	s.waitRoute(ip+"/32", "203.0.113.1")
 	if rib, err := s.peer.RIB("ipv4"); err != nil || len(rib["192.0.2.1/32"]) > 0 {
@@ -485,9 +491,17 @@ func TestLoadBalancerClassBesideAnotherImplementation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ev := range writes {
-		if ev.ObjectRef.Resource == "services" && ev.ObjectRef.Namespace == ns && ev.ObjectRef.Name != "ours" && ev.ObjectRef.Name != "requested" {
+		if ev.ObjectRef.Resource == "services" && ev.ObjectRef.Namespace == ns && !slices.Contains([]string{"ours", "requested", "before"}, ev.ObjectRef.Name) {
 			t.Errorf("the CCM wrote %s services/%s %s, which it does not serve", ev.Verb, ev.ObjectRef.Name, ev.ObjectRef.Subresource)
 		}
+	}
+	// The informers' view of a Service of ours is never written back.
+	before, err := suite.Cluster.Admin.CoreV1().Services(ns).Get(context.Background(), "before", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before.Annotations) > 0 || before.Spec.LoadBalancerClass == nil || *before.Spec.LoadBalancerClass != class {
+		t.Errorf("Service before has annotations %v and class %v in the API, want none and %s", before.Annotations, before.Spec.LoadBalancerClass, class)
 	}
 	for _, svc := range []*v1.Service{theirs, third} {
 		got, err := suite.Cluster.Admin.CoreV1().Services(ns).Get(context.Background(), svc.Name, metav1.GetOptions{})
