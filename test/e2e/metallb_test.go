@@ -259,6 +259,18 @@ func (m *metallb) stop() {
 	m.stopController()
 }
 
+// The trial's class and pool: a pool whose first addresses MetalLB's
+// Services hold (the CCM hands none of them out), and trialRange, which
+// the router's filter is given for the trial.
+const (
+	trialClass = "example.com/baremetal"
+	trialPool  = "    - {name: trial, addresses: [10.0.100.0/30, 10.0.101.0/28]}\n"
+	// trialPoolMoved is the trial's pool in the converted config.
+	trialPoolMoved = "    - {name: trial, addresses: [10.0.101.0/28]}\n"
+)
+
+var trialRange = netip.MustParsePrefix("10.0.101.0/28")
+
 // lanPool is the IPv4 part of the pool MetalLB answers on the segment.
 var lanPool = netip.MustParsePrefix("10.0.0.200/29")
 
@@ -386,6 +398,7 @@ func TestMetalLBCutOver(t *testing.T) {
 		// addresses without owning one, so it answers no ARP or NDP for
 		// them (as with kube-proxy's strictARP).
 		l.ip(n.ns, "route", "add", "local", "10.0.100.0/24", "dev", "lo")
+		l.ip(n.ns, "route", "add", "local", trialRange.String(), "dev", "lo")
 		l.ip(n.ns, "route", "add", "local", "10.0.0.200/29", "dev", "lo")
 		l.ip(n.ns, "-6", "route", "add", "local", "2001:db8::200/125", "dev", "lo")
 		for _, sysctl := range []string{"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.eth0.arp_ignore=1"} {
@@ -426,6 +439,13 @@ func TestMetalLBCutOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The trial's pool, let through the router's filter of the CCM's
+	// routes, as the page says.
+	filter := "ip prefix-list CCM-IN seq 10 permit 10.0.100.0/24 ge 32\n"
+	if !strings.Contains(routerConf, filter) {
+		t.Fatalf("%s: the FRR recipe has no %q", recipesPage, filter)
+	}
+	routerConf = strings.Replace(routerConf, filter, filter+"ip prefix-list CCM-IN seq 15 permit "+trialRange.String()+" ge 32\n", 1)
 	frr := l.frr(router, routerConf)
 
 	// MetalLB assigns and announces the site's Services.
@@ -516,10 +536,58 @@ func TestMetalLBCutOver(t *testing.T) {
 	resources := metallbResourceVersions(t)
 	allocated := len(metallbEvents(t, services))
 
+	// The trial, by the page's steps: two replicas serve the CCM's class
+	// beside MetalLB, from a pool whose first addresses MetalLB's Services
+	// hold, on the same router.
+	dir := t.TempDir()
+	trialCfg := filepath.Join(dir, "trial.yaml")
+	if err := os.WriteFile(trialCfg, []byte("loadBalancer:\n  pools:\n"+trialPool+
+		"bgp:\n  localASN: 64512\n  peers:\n  - {address: 10.0.0.1, asn: 64500, holdTime: 9s}\n"+inventory(nodes)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var replicas []*framework.Process
+	for i, cp := range cps {
+		replicas = append(replicas, framework.StartReplica(t, framework.CCM{
+			Binary: ccmBinary, Name: fmt.Sprintf("ccm-trial-%d", i+1), Kubeconfig: l.kubeconfig(cp), CloudConfig: trialCfg, Netns: cp.Name,
+			Env: []string{"POD_IP=" + cpIPs[i]}, Args: []string{"--load-balancer-class=" + trialClass, "--ignore-class-less-services"},
+		}))
+	}
+	trial := &mlbService{ns: "mlb-apps", name: "trial", mutate: func(s *v1.Service) { s.Spec.LoadBalancerClass = ptr(trialClass) }}
+	framework.CreateLBService(t, cluster.Admin, trial.ns, trial.name, trial.mutate)
+	framework.WriteEndpointSlice(t, cluster.Admin, trial.ns, trial.name, "mlb-n1", "mlb-n2", "mlb-n3")
+	trial.ingress = framework.WaitIngress(t, cluster.Admin, trial.ns, trial.name, 1)
+	held := map[string]bool{}
+	for _, s := range services {
+		for _, ip := range s.ingress {
+			held[ip] = true
+		}
+	}
+	if ip := netip.MustParseAddr(trial.ingress[0]); held[trial.ingress[0]] || !trialRange.Contains(ip) && !netip.MustParsePrefix("10.0.100.0/30").Contains(ip) {
+		t.Errorf("the trial Service got %s: held by MetalLB, or outside the trial pool", ip)
+	}
+	if evs := framework.Events(t, cluster.Admin, trial.ns, trial.name, "IPAllocated"); len(evs) > 0 {
+		t.Errorf("MetalLB allocated for the Service of the CCM's class: %v", evs)
+	}
+	framework.Eventually(t, framework.WaitTimeout, "the router has the trial VIP alone from each replica, via the three nodes", func() (bool, string) {
+		got, err := frr.Received("ipv4")
+		for _, ip := range cpIPs {
+			if got[ip] != 3 {
+				return false, fmt.Sprintf("%v %v, want 3 paths (one VIP) from each replica", got, err)
+			}
+		}
+		out, err := router.IP("route", "show", trial.ingress[0])
+		return err == nil && len(vias(routeLines(out, trial.ingress[0]))) == 3, out
+	})
+	if name, err := ask(client, "", trial.targets()[0]); err != nil {
+		t.Errorf("the client does not reach the trial VIP: %q %v", name, err)
+	}
+	routedMove := append(slices.Clone(routed), trial.ingress[0]+"/32")
+	targetsMove := append(slices.Clone(targets), trial.targets()...)
+	servicesMove := append(slices.Clone(services), trial)
+
 	// The move, by the page's steps.
 	monitor := framework.MonitorRoutes(t, router)
-	clientRun := startMLBClient(client, targets)
-	dir := t.TempDir()
+	clientRun := startMLBClient(client, targetsMove)
 	convert, err := framework.MarkdownBlock(migrationPage, "Converting the configuration", "sh")
 	if err != nil {
 		t.Fatal(err)
@@ -529,6 +597,14 @@ func TestMetalLBCutOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The trial's pools go at the end of the converted ones, which keep
+	// MetalLB's order of choice, without the addresses that overlap
+	// MetalLB's pools (validate refuses them; the trial handed none out).
+	anchor := "\nbgp:\n"
+	if !strings.Contains(string(lb), anchor) {
+		t.Fatalf("the converted config has no %q:\n%s", anchor, lb)
+	}
+	lb = []byte(strings.Replace(string(lb), anchor, "\n"+trialPoolMoved+"bgp:\n", 1))
 	cfg := filepath.Join(dir, "cloud.yaml")
 	if err := os.WriteFile(cfg, append(lb, inventory(nodes)...), 0o644); err != nil {
 		t.Fatal(err)
@@ -538,12 +614,14 @@ func TestMetalLBCutOver(t *testing.T) {
 	}
 
 	mlb.stopController()
-	var replicas []*framework.Process
+	// One replica at a time, so that the trial's VIP stays announced:
+	// the converted config, the class kept, the class-less Services too.
 	for i, cp := range cps {
-		replicas = append(replicas, framework.StartReplica(t, framework.CCM{
+		replicas[i].Stop()
+		replicas[i] = framework.StartReplica(t, framework.CCM{
 			Binary: ccmBinary, Name: fmt.Sprintf("ccm-mlb-%d", i+1), Kubeconfig: l.kubeconfig(cp), CloudConfig: cfg, Netns: cp.Name,
-			Env: []string{"POD_IP=" + cpIPs[i]},
-		}))
+			Env: []string{"POD_IP=" + cpIPs[i]}, Args: []string{"--load-balancer-class=" + trialClass},
+		})
 	}
 	// The page's sign that the CCM serves every Service: an
 	// EnsuredLoadBalancer Event on each, and the router holding every VIP
@@ -562,8 +640,8 @@ func TestMetalLBCutOver(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, ip := range cpIPs {
-			if got[ip] != 3*len(routed) {
-				return false, fmt.Sprintf("%v, want %d paths from each replica", got, 3*len(routed))
+			if got[ip] != 3*len(routedMove) {
+				return false, fmt.Sprintf("%v, want %d paths from each replica", got, 3*len(routedMove))
 			}
 		}
 		return true, ""
@@ -580,7 +658,7 @@ func TestMetalLBCutOver(t *testing.T) {
 	})
 	// A few more rounds of the client, the CCM alone.
 	time.Sleep(3 * time.Second)
-	checkMove(t, "the move", clientRun, monitor, frr, routed, services)
+	checkMove(t, "the move", clientRun, monitor, frr, routedMove, servicesMove)
 	framework.Eventually(t, framework.WaitTimeout, "the router routes every VIP via the three nodes", viaNodes)
 	if now := metallbResourceVersions(t); !maps.Equal(now, resources) {
 		t.Errorf("MetalLB's resources changed: %v, were %v", now, resources)
@@ -601,7 +679,9 @@ func TestMetalLBCutOver(t *testing.T) {
 		framework.ForgetService(cluster.Admin, s.ns, s.name)
 	}
 
-	// The rollback, by the page's steps.
+	// The rollback, by the page's steps. A Service of the CCM's class has
+	// no implementation after it: the trial's goes first.
+	framework.ForgetService(cluster.Admin, trial.ns, trial.name)
 	monitor = framework.MonitorRoutes(t, router)
 	clientRun = startMLBClient(client, targets)
 	mlb.startSpeakers()
