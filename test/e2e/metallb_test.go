@@ -89,6 +89,17 @@ spec:
   peerASN: 64500
   peerAddress: 10.0.0.1
   holdTime: 9s
+  nodeSelectors: [{matchLabels: {rack: r1}}]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: tor2, namespace: metallb-system}
+spec:
+  myASN: 64512
+  peerASN: 64500
+  peerAddress: 10.0.0.2
+  holdTime: 9s
+  nodeSelectors: [{matchLabels: {rack: r2}}]
 `
 
 // metallbNeighbours are the router's lines for MetalLB's speakers, one
@@ -371,8 +382,10 @@ func (c *mlbClient) stop() (rounds int, failures []string) {
 
 // TestMetalLBCutOver moves a site from MetalLB to the CCM, and back, by
 // the steps of docs/migration/metallb.md, on the routers page's site (FRR
-// with its recipe): MetalLB's controller and a speaker per node assign and
-// announce 50 Services; the configuration is converted from a kubectl dump
+// with its recipe) with two racks, each with its router, which MetalLB's
+// BGPPeers select the rack's nodes for: MetalLB's controller and a speaker
+// per node assign and announce 50 Services; the CCM's trial serves a class
+// of its own beside them; the configuration is converted from a kubectl dump
 // as the page shows; MetalLB's controller stops, two CCM replicas on two
 // control-plane hosts take over, MetalLB's speakers stop. Every Service
 // keeps its address, the router's kernel table never loses a VIP, and a
@@ -414,7 +427,9 @@ func TestMetalLBCutOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { hz.Close() })
-		if err := framework.RegisterNode(ctx, cluster.Admin, n.name, "", true,
+		node := framework.KubeletNode(n.name, "")
+		node.Labels = map[string]string{"rack": rackOf(i - 1)}
+		if err := framework.RegisterNodeObject(ctx, cluster.Admin, node, true,
 			[]v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.ip4}, {Type: v1.NodeInternalIP, Address: n.ip6}}); err != nil {
 			t.Fatal(err)
 		}
@@ -435,18 +450,26 @@ func TestMetalLBCutOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routerConf, err := metallbNeighbours(recipe.Text, nodes)
-	if err != nil {
-		t.Fatal(err)
+	// Two racks, each with its router: rack r1's (nodes 1 and 2) is the
+	// page's router, which the client is behind; rack r2's (node 3) is a
+	// second one on the segment, at 10.0.0.2. The trial's pool is let
+	// through each one's filter of the CCM's routes, as the page says.
+	tor2 := l.host(router, "tor2", "", "10.0.0.2/24", "2001:db8::2/64")
+	tors := []*mlbTor{{ns: router, nodes: nodes[:2]}, {ns: tor2, nodes: nodes[2:]}}
+	for i, tor := range tors {
+		conf, err := metallbNeighbours(recipe.Text, tor.nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filter := "ip prefix-list CCM-IN seq 10 permit 10.0.100.0/24 ge 32\n"
+		id := " bgp router-id 10.0.0.1\n"
+		if !strings.Contains(conf, filter) || !strings.Contains(conf, id) {
+			t.Fatalf("%s: the FRR recipe has no %q or %q", recipesPage, filter, id)
+		}
+		conf = strings.Replace(conf, filter, filter+"ip prefix-list CCM-IN seq 15 permit "+trialRange.String()+" ge 32\n", 1)
+		conf = strings.Replace(conf, id, fmt.Sprintf(" bgp router-id 10.0.0.%d\n", i+1), 1)
+		tor.frr = l.frr(tor.ns, conf)
 	}
-	// The trial's pool, let through the router's filter of the CCM's
-	// routes, as the page says.
-	filter := "ip prefix-list CCM-IN seq 10 permit 10.0.100.0/24 ge 32\n"
-	if !strings.Contains(routerConf, filter) {
-		t.Fatalf("%s: the FRR recipe has no %q", recipesPage, filter)
-	}
-	routerConf = strings.Replace(routerConf, filter, filter+"ip prefix-list CCM-IN seq 15 permit "+trialRange.String()+" ge 32\n", 1)
-	frr := l.frr(router, routerConf)
 
 	// MetalLB assigns and announces the site's Services.
 	// A speaker answers NDP from the node's link-local address, which a
@@ -510,21 +533,10 @@ func TestMetalLBCutOver(t *testing.T) {
 	}
 	t.Logf("MetalLB: %d Services, %d VIPs over BGP, %d targets", len(services), len(routed), len(targets))
 
-	// The router routes every VIP via the three nodes, and the client gets
-	// through to each.
-	viaNodes := func() (bool, string) {
-		out, err := router.IP("route", "show", "proto", "bgp")
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, p := range routed {
-			if vias := vias(routeLines(out, strings.TrimSuffix(p, "/32"))); len(vias) != 3 {
-				return false, fmt.Sprintf("%s via %v", p, vias)
-			}
-		}
-		return true, ""
-	}
-	framework.Eventually(t, framework.WaitTimeout, "the router routes every VIP via the three nodes", viaNodes)
+	// Each rack's router routes every VIP via its rack's nodes, and the
+	// client gets through to each.
+	viaNodes := func() (bool, string) { return viaRacks(tors, routed) }
+	framework.Eventually(t, framework.WaitTimeout, "each router routes every VIP via its rack's nodes", viaNodes)
 	framework.Eventually(t, framework.WaitTimeout, "the client reaches every VIP", func() (bool, string) {
 		for _, target := range targets {
 			if name, err := ask(client, "", target); err != nil {
@@ -542,7 +554,10 @@ func TestMetalLBCutOver(t *testing.T) {
 	dir := t.TempDir()
 	trialCfg := filepath.Join(dir, "trial.yaml")
 	if err := os.WriteFile(trialCfg, []byte("loadBalancer:\n  pools:\n"+trialPool+
-		"bgp:\n  localASN: 64512\n  peers:\n  - {address: 10.0.0.1, asn: 64500, holdTime: 9s}\n"+inventory(nodes)), 0o644); err != nil {
+		"bgp:\n  localASN: 64512\n  peers:\n"+
+		"  - {address: 10.0.0.1, asn: 64500, holdTime: 9s, nodeSelector: {matchLabels: {rack: r1}}}\n"+
+		"  - {address: 10.0.0.2, asn: 64500, holdTime: 9s, nodeSelector: {matchLabels: {rack: r2}}}\n"+
+		strings.Replace(inventory(nodes), "inventory:\n", "inventory:\n  nodeLabels: [rack]\n", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var replicas []*framework.Process
@@ -568,15 +583,11 @@ func TestMetalLBCutOver(t *testing.T) {
 	if evs := framework.Events(t, cluster.Admin, trial.ns, trial.name, "IPAllocated"); len(evs) > 0 {
 		t.Errorf("MetalLB allocated for the Service of the CCM's class: %v", evs)
 	}
-	framework.Eventually(t, framework.WaitTimeout, "the router has the trial VIP alone from each replica, via the three nodes", func() (bool, string) {
-		got, err := frr.Received("ipv4")
-		for _, ip := range cpIPs {
-			if got[ip] != 3 {
-				return false, fmt.Sprintf("%v %v, want 3 paths (one VIP) from each replica", got, err)
-			}
+	framework.Eventually(t, framework.WaitTimeout, "each router has the trial VIP alone from each replica, via its rack's nodes", func() (bool, string) {
+		if ok, why := fromReplicas(tors, cpIPs, 1); !ok {
+			return false, why
 		}
-		out, err := router.IP("route", "show", trial.ingress[0])
-		return err == nil && len(vias(routeLines(out, trial.ingress[0]))) == 3, out
+		return viaRacks(tors, []string{trial.ingress[0] + "/32"})
 	})
 	if name, err := ask(client, "", trial.targets()[0]); err != nil {
 		t.Errorf("the client does not reach the trial VIP: %q %v", name, err)
@@ -586,7 +597,7 @@ func TestMetalLBCutOver(t *testing.T) {
 	servicesMove := append(slices.Clone(services), trial)
 
 	// The move, by the page's steps.
-	monitor := framework.MonitorRoutes(t, router)
+	monitors := monitorTors(t, tors)
 	clientRun := startMLBClient(client, targetsMove)
 	convert, err := framework.MarkdownBlock(migrationPage, "Converting the configuration", "sh")
 	if err != nil {
@@ -605,8 +616,15 @@ func TestMetalLBCutOver(t *testing.T) {
 		t.Fatalf("the converted config has no %q:\n%s", anchor, lb)
 	}
 	lb = []byte(strings.Replace(string(lb), anchor, "\n"+trialPoolMoved+"bgp:\n", 1))
+	// The inventory goes into the converted one, which reads the racks'
+	// Node label (the BGPPeers' nodeSelectors).
+	racks := "inventory:\n  nodeLabels: [rack]\n"
+	if !strings.Contains(string(lb), racks) {
+		t.Fatalf("the converted config has no %q:\n%s", racks, lb)
+	}
+	lb = []byte(strings.Replace(string(lb), racks, strings.Replace(inventory(nodes), "inventory:\n", racks, 1), 1))
 	cfg := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cfg, append(lb, inventory(nodes)...), 0o644); err != nil {
+	if err := os.WriteFile(cfg, lb, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(ccmBinary, "validate", "--cloud-config", cfg).CombinedOutput(); err != nil {
@@ -634,32 +652,17 @@ func TestMetalLBCutOver(t *testing.T) {
 		}
 		return true, ""
 	})
-	framework.Eventually(t, framework.WaitTimeout, "the router has every VIP from each replica", func() (bool, string) {
-		got, err := frr.Received("ipv4")
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, ip := range cpIPs {
-			if got[ip] != 3*len(routedMove) {
-				return false, fmt.Sprintf("%v, want %d paths from each replica", got, 3*len(routedMove))
-			}
-		}
-		return true, ""
+	framework.Eventually(t, framework.WaitTimeout, "each router has every VIP from each replica, via its rack's nodes", func() (bool, string) {
+		return fromReplicas(tors, cpIPs, len(routedMove))
 	})
 	mlb.stopSpeakers()
-	framework.Eventually(t, framework.WaitTimeout, "the router has nothing from the nodes", func() (bool, string) {
-		got, err := frr.Received("ipv4")
-		for _, n := range nodes {
-			if got[n.ip4] != 0 {
-				return false, fmt.Sprintf("%v %v", got, err)
-			}
-		}
-		return err == nil, fmt.Sprint(err)
+	framework.Eventually(t, framework.WaitTimeout, "the routers have nothing from the nodes", func() (bool, string) {
+		return fromNodes(tors, 0)
 	})
 	// A few more rounds of the client, the CCM alone.
 	time.Sleep(3 * time.Second)
-	checkMove(t, "the move", clientRun, monitor, frr, routedMove, servicesMove)
-	framework.Eventually(t, framework.WaitTimeout, "the router routes every VIP via the three nodes", viaNodes)
+	checkMove(t, "the move", clientRun, monitors, routedMove, servicesMove)
+	framework.Eventually(t, framework.WaitTimeout, "each router routes every VIP via its rack's nodes", viaNodes)
 	if now := metallbResourceVersions(t); !maps.Equal(now, resources) {
 		t.Errorf("MetalLB's resources changed: %v, were %v", now, resources)
 	}
@@ -682,17 +685,11 @@ func TestMetalLBCutOver(t *testing.T) {
 	// The rollback, by the page's steps. A Service of the CCM's class has
 	// no implementation after it: the trial's goes first.
 	framework.ForgetService(cluster.Admin, trial.ns, trial.name)
-	monitor = framework.MonitorRoutes(t, router)
+	monitors = monitorTors(t, tors)
 	clientRun = startMLBClient(client, targets)
 	mlb.startSpeakers()
-	framework.Eventually(t, framework.WaitTimeout, "the router has every VIP from each node", func() (bool, string) {
-		got, err := frr.Received("ipv4")
-		for _, n := range nodes {
-			if got[n.ip4] != len(routed) {
-				return false, fmt.Sprintf("%v %v, want %d from each node", got, err, len(routed))
-			}
-		}
-		return err == nil, fmt.Sprint(err)
+	framework.Eventually(t, framework.WaitTimeout, "each router has every VIP from each node of its rack", func() (bool, string) {
+		return fromNodes(tors, len(routed))
 	})
 	for _, r := range replicas {
 		r.Stop()
@@ -735,14 +732,84 @@ func TestMetalLBCutOver(t *testing.T) {
 	framework.WaitIngress(t, cluster.Admin, "mlb-web", "web-after", 1)
 	framework.ForgetService(cluster.Admin, "mlb-web", "web-after")
 	time.Sleep(3 * time.Second)
-	checkMove(t, "the rollback", clientRun, monitor, frr, routed, services)
-	framework.Eventually(t, framework.WaitTimeout, "the router routes every VIP via the three nodes", viaNodes)
+	checkMove(t, "the rollback", clientRun, monitors, routed, services)
+	framework.Eventually(t, framework.WaitTimeout, "each router routes every VIP via its rack's nodes", viaNodes)
+}
+
+// mlbTor is a rack's router and the nodes of its rack.
+type mlbTor struct {
+	ns    *framework.Netns
+	frr   *framework.FRR
+	nodes []*recipeNode
+}
+
+// rackOf is the rack of the i-th node (from 0): nodes 1 and 2 are rack
+// r1's, node 3 rack r2's.
+func rackOf(i int) string { return []string{"r1", "r1", "r2"}[i] }
+
+// viaRacks reports whether each rack's router routes every prefix via
+// the nodes of its rack, and which does not.
+func viaRacks(tors []*mlbTor, prefixes []string) (bool, string) {
+	for i, tor := range tors {
+		out, err := tor.ns.IP("route", "show", "proto", "bgp")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range prefixes {
+			if v := vias(routeLines(out, strings.TrimSuffix(p, "/32"))); len(v) != len(tor.nodes) {
+				return false, fmt.Sprintf("router %d: %s via %v, want its %d nodes", i+1, p, v, len(tor.nodes))
+			}
+		}
+	}
+	return true, ""
+}
+
+// fromReplicas reports whether each router has vips VIPs from each
+// replica, each via the nodes of its rack.
+func fromReplicas(tors []*mlbTor, replicas []string, vips int) (bool, string) {
+	for i, tor := range tors {
+		got, err := tor.frr.Received("ipv4")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ip := range replicas {
+			if got[ip] != vips*len(tor.nodes) {
+				return false, fmt.Sprintf("router %d: %v, want %d paths from each replica", i+1, got, vips*len(tor.nodes))
+			}
+		}
+	}
+	return true, ""
+}
+
+// fromNodes reports whether each router has vips paths from each node of
+// its rack (MetalLB's speakers).
+func fromNodes(tors []*mlbTor, vips int) (bool, string) {
+	for i, tor := range tors {
+		got, err := tor.frr.Received("ipv4")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, n := range tor.nodes {
+			if got[n.ip4] != vips {
+				return false, fmt.Sprintf("router %d: %v, want %d from node %s", i+1, got, vips, n.ip4)
+			}
+		}
+	}
+	return true, ""
+}
+
+func monitorTors(t *testing.T, tors []*mlbTor) []*framework.Process {
+	var out []*framework.Process
+	for _, tor := range tors {
+		out = append(out, framework.MonitorRoutes(t, tor.ns))
+	}
+	return out
 }
 
 // checkMove asserts what the page promises of a move: every Service keeps
 // its address, no VIP's route was deleted at the router, and the client
 // never failed.
-func checkMove(t *testing.T, what string, c *mlbClient, monitor *framework.Process, frr *framework.FRR, routed []string, services []*mlbService) {
+func checkMove(t *testing.T, what string, c *mlbClient, monitors []*framework.Process, routed []string, services []*mlbService) {
 	t.Helper()
 	rounds, failures := c.stop()
 	t.Logf("%s: the client connected to every VIP in %d rounds, %d failed", what, rounds, len(failures))
@@ -752,10 +819,12 @@ func checkMove(t *testing.T, what string, c *mlbClient, monitor *framework.Proce
 	if rounds < 50 {
 		t.Errorf("%s: the client made %d rounds, want the move covered", what, rounds)
 	}
-	if d := framework.RouteDeletions(monitor.Logs(), "", routed); len(d) > 0 {
-		t.Errorf("%s: the router deleted VIP routes: %v", what, d[:min(len(d), 5)])
+	for i, monitor := range monitors {
+		if d := framework.RouteDeletions(monitor.Logs(), "", routed); len(d) > 0 {
+			t.Errorf("%s: router %d deleted VIP routes: %v", what, i+1, d[:min(len(d), 5)])
+		}
+		monitor.Stop()
 	}
-	monitor.Stop()
 	for _, s := range services {
 		svc, err := cluster.Admin.CoreV1().Services(s.ns).Get(context.Background(), s.name, metav1.GetOptions{})
 		if err != nil {
@@ -791,8 +860,8 @@ func metallbResourceVersions(t *testing.T) map[string]string {
 			out[r.Resource+"/"+o.GetName()] = fmt.Sprint(o.GetGeneration())
 		}
 	}
-	if len(out) != 7 {
-		t.Fatalf("MetalLB's resources: %v, want the 7 applied", out)
+	if len(out) != 8 {
+		t.Fatalf("MetalLB's resources: %v, want the 8 applied", out)
 	}
 	return out
 }
