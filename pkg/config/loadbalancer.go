@@ -86,7 +86,10 @@ func (p *Pool) Announced(lb *LoadBalancer) Announce {
 	return lb.Announce
 }
 
-// PoolL2 says where the replicas answer for an announce: l2 pool's VIPs.
+// PoolL2 says where the replicas answer for an announce: l2 pool's VIPs;
+// on an announce: bgp pool, where they answer for them too, so that hosts
+// on the segment reach a VIP the routers learn over BGP (MetalLB's pool
+// with both advertisements).
 type PoolL2 struct {
 	// Interface is the replicas' network interface on the segment the VIPs
 	// are in; they answer ARP and Neighbor Solicitations there.
@@ -97,7 +100,7 @@ type PoolL2 struct {
 }
 
 // Names are the interfaces the pool's VIPs are answered on, in the
-// config's order.
+// config's order; none for a pool without l2.
 func (l *PoolL2) Names() []string {
 	if l == nil {
 		return nil

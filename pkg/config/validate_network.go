@@ -491,9 +491,16 @@ func validatePoolAnnounce(add reporter, pp *field.Path, pool *Pool, lb *LoadBala
 		return
 	}
 	l2 := pp.Child("l2")
-	if pool.Announced(lb) != AnnounceL2 {
+	switch pool.Announced(lb) {
+	case AnnounceL2:
+	case AnnounceBGP:
+		if pool.L2 == nil {
+			return
+		}
+		// Answered on the segment too.
+	default:
 		if pool.L2 != nil {
-			add(l2, "is only read with announce: l2 (this pool's VIPs are announced by %s)", pool.Announced(lb))
+			add(l2, "is only read with announce: l2, or bgp (answered on layer 2 too); this pool's VIPs are announced by %s", pool.Announced(lb))
 		}
 		return
 	}

@@ -130,8 +130,8 @@ func Compute(in Input) *State {
 			v := VIP{Addr: h.Addr, Namespace: s.Namespace, Name: s.Name, Pool: h.Pool, Local: s.Local}
 			if p := pools[h.Pool]; p != nil {
 				v.Announce, v.Attributes = p.Announced(lb), AttributesOf(p.BGP)
-				if v.Announce == config.AnnounceL2 {
-					v.Interfaces = p.L2.Names()
+				if v.Announce == config.AnnounceL2 || v.Announce == config.AnnounceBGP {
+					v.Interfaces = p.L2.Names() // a bgp pool's, when answered on layer 2 too
 				}
 			} else {
 				if previous == nil {
@@ -210,7 +210,7 @@ func (s *State) Unannounced() int {
 func (s *State) Layer2() []VIP {
 	var out []VIP
 	for _, v := range s.VIPs {
-		if v.Announce == config.AnnounceL2 {
+		if len(v.Interfaces) > 0 {
 			out = append(out, v)
 		}
 	}
@@ -229,7 +229,7 @@ func interfaces(lb *config.LoadBalancer) map[string]string {
 	out := map[string]string{}
 	for i := range lb.Pools {
 		p := &lb.Pools[i]
-		if p.Announced(lb) != config.AnnounceL2 || p.L2 == nil {
+		if p.Announced(lb) == config.AnnounceNone || p.L2 == nil {
 			continue
 		}
 		for j, iface := range p.L2.Names() {

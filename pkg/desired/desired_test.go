@@ -428,3 +428,27 @@ func TestAdvertisementsGiveEachRouterItsPools(t *testing.T) {
 		}
 	}
 }
+
+// A bgp pool with an l2 section (MetalLB's pool with both advertisements)
+// is a path to the routers and answered on its interface too.
+func TestBGPPoolAnsweredOnLayer2Too(t *testing.T) {
+	cfg := parse(t, "reject")
+	cfg.LoadBalancer.Pools[0].L2 = &config.PoolL2{Interface: "eth1"}
+	in := Input{LoadBalancer: &cfg.LoadBalancer,
+		Nodes:    Judge([]*v1.Node{node("a", "10.0.0.1"), node("b", "10.0.0.2")}, inventory.New(cfg.Inventory), nil),
+		Services: []Service{held("ns", "web", "10.1.0.1")}}
+	st := Compute(in)
+	var paths []string
+	for _, p := range st.Paths(config.PathSelection{MaximumPaths: config.DefaultMaximumPaths}) {
+		paths = append(paths, fmt.Sprint(p.Prefix, p.NextHops))
+	}
+	if want := []string{"10.1.0.1/32 [10.0.0.1 10.0.0.2]"}; !slices.Equal(paths, want) {
+		t.Errorf("BGP paths %v, want %v", paths, want)
+	}
+	if l2 := st.Layer2(); len(l2) != 1 || l2[0].Addr.String() != "10.1.0.1" || !slices.Equal(l2[0].Interfaces, []string{"eth1"}) {
+		t.Errorf("layer 2 VIPs %+v, want 10.1.0.1 on eth1", l2)
+	}
+	if st.Interfaces["eth1"] != "loadBalancer.pools[0].l2.interface" {
+		t.Errorf("interfaces %v", st.Interfaces)
+	}
+}

@@ -309,9 +309,14 @@ func (c *converter) run(objs []resource) {
 	for _, p := range c.pools {
 		switch {
 		case p.bgpBy != "" && p.l2By != "":
-			c.res.Refused = append(c.res.Refused, Finding{Object: p.ref, Message: fmt.Sprintf(
-				"announced both over BGP (%s) and on layer 2 (%s); a pool here is announced one way (pools[].announce): split its addresses into two pools", p.bgpBy, p.l2By)})
-			c.dropped[p.ref] = true
+			// announce: bgp with an l2 section: routers learn the VIPs
+			// over BGP, hosts on the segment are answered.
+			p.out.Announce = "bgp"
+			if p.bgp != nil {
+				p.out.BGP = p.bgp
+			}
+			c.res.Notes = append(c.res.Notes, Finding{Object: p.ref, Message: fmt.Sprintf(
+				"announced both over BGP (%s) and on layer 2 (%s): announce: bgp with an l2 section, so the routers learn its VIPs over BGP and hosts on the segment are answered by the replicas", p.bgpBy, p.l2By)})
 		case p.bgpBy != "":
 			p.out.Announce = "bgp"
 			if p.bgp != nil {

@@ -125,7 +125,7 @@ func TestConvert(t *testing.T) {
 		{name: "layer 2 preferred nodes", dump: list(poolCR, "\n- {apiVersion: metallb.io/v1beta1, kind: L2Advertisement, metadata: {name: l2, namespace: metallb-system}, spec: {interfaces: [a], preferredNodeSelectors: [{weight: 1, preference: {matchLabels: {a: b}}}]}}\n"),
 			refused: "L2Advertisement metallb-system/l2: spec.preferredNodeSelectors"},
 		{name: "a poolCR both ways", dump: list(poolCR, ad(""), peerCR, "\n- {apiVersion: metallb.io/v1beta1, kind: L2Advertisement, metadata: {name: l2, namespace: metallb-system}, spec: {interfaces: [a]}}\n"),
-			refused: "IPAddressPool metallb-system/public: announced both over BGP"},
+			want: []string{"announce: bgp\n      l2:\n        interface: a"}, note: "IPAddressPool metallb-system/public: announced both over BGP"},
 		{name: "session options", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: true, peerPort: 1179, holdTime: 9s, keepaliveTime: 3s, connectTime: 10s, ebgpMultiHop: true, password: s3cret, dualStackAddressFamily: true", 1)),
 			want: []string{"port: 1179", "password: s3cret", "holdTime: 9s", "keepaliveTime: 3s", "connectRetryTime: 10s", "ebgpMultihop: 255", "addressFamilies: [ipv4-unicast, ipv6-unicast]"}},
 		{name: "graceful restart off in MetalLB", dump: list(poolCR, ad(""), strings.Replace(peerCR, "enableGracefulRestart: true", "enableGracefulRestart: false", 1)),

@@ -125,13 +125,13 @@ func (c *Cloud) Status(vip netip.Addr) Status {
 		for _, n := range v.Carriers {
 			vs.Nodes = append(vs.Nodes, n.Name)
 		}
-		switch v.Announce {
-		case config.AnnounceBGP:
+		if v.Announce == config.AnnounceBGP {
 			prefix := netip.PrefixFrom(v.Addr, v.Addr.BitLen())
 			for _, peer := range bs.Peers {
 				vs.Routers = append(vs.Routers, RouterPaths{Router: peer.String(), NextHops: addrStrings(sent[peer][prefix])})
 			}
-		case config.AnnounceL2:
+		}
+		if len(v.Interfaces) > 0 {
 			for i, a := range answered[v.Addr] {
 				ans := L2Answer{Interface: a.Interface, Node: a.Node, MAC: a.MAC.String()}
 				if i == 0 {
