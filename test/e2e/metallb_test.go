@@ -69,16 +69,23 @@ spec:
   autoAssign: false
 ---
 apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: segment, namespace: metallb-system}
+spec:
+  addresses: [10.0.0.208/29]
+  autoAssign: false
+---
+apiVersion: metallb.io/v1beta1
 kind: BGPAdvertisement
 metadata: {name: routed, namespace: metallb-system}
 spec:
-  ipAddressPools: [web, selected, rest]
+  ipAddressPools: [web, selected, rest, segment]
 ---
 apiVersion: metallb.io/v1beta1
 kind: L2Advertisement
 metadata: {name: lan, namespace: metallb-system}
 spec:
-  ipAddressPools: [lan]
+  ipAddressPools: [lan, segment]
   interfaces: [eth0]
 ---
 apiVersion: metallb.io/v1beta2
@@ -282,8 +289,10 @@ const (
 
 var trialRange = netip.MustParsePrefix("10.0.101.0/28")
 
-// lanPool is the IPv4 part of the pool MetalLB answers on the segment.
-var lanPool = netip.MustParsePrefix("10.0.0.200/29")
+// lanPool is the IPv4 part of the pool MetalLB answers on the segment;
+// segmentPool, the pool it answers there and announces over BGP too
+// (IPv4 only: MetalLB's native BGP refuses a pool with IPv6 addresses).
+var lanPool, segmentPool = netip.MustParsePrefix("10.0.0.200/29"), netip.MustParsePrefix("10.0.0.208/29")
 
 // mlbService is one of the site's Services, and where a client reaches it.
 type mlbService struct {
@@ -305,7 +314,8 @@ func (s *mlbService) targets() []string {
 }
 
 // mlbServices are the site's 50 Services: 20 in the namespace of the web
-// pool, 10 chosen by the selector pool, 16 more in the other namespace, one
+// pool, 10 chosen by the selector pool, 15 more in the other namespace, one
+// from the pool announced both over BGP and on the segment, one
 // with a requested address (MetalLB's annotation), a pair sharing one
 // across two namespaces (MetalLB's annotation, different ports) and one
 // dual-stack from the layer 2 pool (MetalLB's annotation).
@@ -320,9 +330,12 @@ func mlbServices() []*mlbService {
 		out = append(out, &mlbService{ns: "mlb-apps", name: fmt.Sprintf("selected-%d", i), pool: selected,
 			mutate: func(s *v1.Service) { s.Labels = map[string]string{"tier": "selected"} }})
 	}
-	for i := range 16 {
+	for i := range 15 {
 		out = append(out, &mlbService{ns: "mlb-apps", name: fmt.Sprintf("app-%d", i), pool: rest})
 	}
+	out = append(out, &mlbService{ns: "mlb-apps", name: "both", pool: segmentPool, mutate: func(s *v1.Service) {
+		s.Annotations = map[string]string{"metallb.io/address-pool": "segment"}
+	}})
 	out = append(out, &mlbService{ns: "mlb-apps", name: "requested", pool: rest, mutate: func(s *v1.Service) {
 		s.Annotations = map[string]string{"metallb.universe.tf/loadBalancerIPs": "10.0.100.200"}
 	}})
@@ -413,6 +426,7 @@ func TestMetalLBCutOver(t *testing.T) {
 		l.ip(n.ns, "route", "add", "local", "10.0.100.0/24", "dev", "lo")
 		l.ip(n.ns, "route", "add", "local", trialRange.String(), "dev", "lo")
 		l.ip(n.ns, "route", "add", "local", "10.0.0.200/29", "dev", "lo")
+		l.ip(n.ns, "route", "add", "local", segmentPool.String(), "dev", "lo")
 		l.ip(n.ns, "-6", "route", "add", "local", "2001:db8::200/125", "dev", "lo")
 		for _, sysctl := range []string{"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.eth0.arp_ignore=1"} {
 			if out, err := n.ns.Exec("sysctl", "-qw", sysctl); err != nil {
@@ -436,6 +450,9 @@ func TestMetalLBCutOver(t *testing.T) {
 		t.Cleanup(func() { cluster.Admin.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{}) })
 		nodes = append(nodes, n)
 	}
+	// A host on the segment reaches the layer 2 pool's VIPs by ARP and
+	// NDP, not through the router.
+	lanHost := onSubnet("lan", "10.0.0.60", "2001:db8::60")
 	client := l.ns("client")
 	if err := framework.Veth(router, "to-client", "10.1.0.1/24", client, "eth0", "10.1.0.2/24"); err != nil {
 		t.Fatal(err)
@@ -466,7 +483,8 @@ func TestMetalLBCutOver(t *testing.T) {
 		if !strings.Contains(conf, filter) || !strings.Contains(conf, id) {
 			t.Fatalf("%s: the FRR recipe has no %q or %q", recipesPage, filter, id)
 		}
-		conf = strings.Replace(conf, filter, filter+"ip prefix-list CCM-IN seq 15 permit "+trialRange.String()+" ge 32\n", 1)
+		conf = strings.Replace(conf, filter, filter+"ip prefix-list CCM-IN seq 15 permit "+trialRange.String()+" ge 32\n"+
+			"ip prefix-list CCM-IN seq 16 permit "+segmentPool.String()+" ge 32\n", 1)
 		conf = strings.Replace(conf, id, fmt.Sprintf(" bgp router-id 10.0.0.%d\n", i+1), 1)
 		tor.frr = l.frr(tor.ns, conf)
 	}
@@ -599,6 +617,8 @@ func TestMetalLBCutOver(t *testing.T) {
 	// The move, by the page's steps.
 	monitors := monitorTors(t, tors)
 	clientRun := startMLBClient(client, targetsMove)
+	lanTargets := append(byName["dual"].targets(), byName["both"].targets()...)
+	lanRun := startMLBClient(lanHost, lanTargets)
 	convert, err := framework.MarkdownBlock(migrationPage, "Converting the configuration", "sh")
 	if err != nil {
 		t.Fatal(err)
@@ -662,6 +682,7 @@ func TestMetalLBCutOver(t *testing.T) {
 	// A few more rounds of the client, the CCM alone.
 	time.Sleep(3 * time.Second)
 	checkMove(t, "the move", clientRun, monitors, routedMove, servicesMove)
+	checkLAN(t, "the move", lanRun)
 	framework.Eventually(t, framework.WaitTimeout, "each router routes every VIP via its rack's nodes", viaNodes)
 	if now := metallbResourceVersions(t); !maps.Equal(now, resources) {
 		t.Errorf("MetalLB's resources changed: %v, were %v", now, resources)
@@ -687,6 +708,7 @@ func TestMetalLBCutOver(t *testing.T) {
 	framework.ForgetService(cluster.Admin, trial.ns, trial.name)
 	monitors = monitorTors(t, tors)
 	clientRun = startMLBClient(client, targets)
+	lanRun = startMLBClient(lanHost, lanTargets)
 	mlb.startSpeakers()
 	framework.Eventually(t, framework.WaitTimeout, "each router has every VIP from each node of its rack", func() (bool, string) {
 		return fromNodes(tors, len(routed))
@@ -733,7 +755,34 @@ func TestMetalLBCutOver(t *testing.T) {
 	framework.ForgetService(cluster.Admin, "mlb-web", "web-after")
 	time.Sleep(3 * time.Second)
 	checkMove(t, "the rollback", clientRun, monitors, routed, services)
+	checkLAN(t, "the rollback", lanRun)
 	framework.Eventually(t, framework.WaitTimeout, "each router routes every VIP via its rack's nodes", viaNodes)
+}
+
+// checkLAN asserts that the host on the segment reached the layer 2
+// pools' VIPs all through a move: every connection it opened was answered.
+// While both MetalLB's speakers and the CCM answer ARP, each naming the
+// node it chose, the host's neighbour entry may change nodes: a
+// connection in flight at that moment is reset by the node that has not
+// seen it, as at any layer 2 failover. Those are counted, and few.
+func checkLAN(t *testing.T, what string, c *mlbClient) {
+	t.Helper()
+	rounds, failures := c.stop()
+	var resets, other []string
+	for _, f := range failures {
+		if strings.Contains(f, "connection reset by peer") {
+			resets = append(resets, f)
+		} else {
+			other = append(other, f)
+		}
+	}
+	t.Logf("%s: the host on the segment connected to the layer 2 VIPs in %d rounds, %d reset in flight, %d failed otherwise", what, rounds, len(resets), len(other))
+	if len(other) > 0 {
+		t.Errorf("%s: the host on the segment: %d connections failed, the first: %v", what, len(other), other[:min(len(other), 5)])
+	}
+	if len(resets) > 4 {
+		t.Errorf("%s: the host on the segment: %d connections reset in flight, want a few at the change of answering node: %v", what, len(resets), resets[:min(len(resets), 5)])
+	}
 }
 
 // mlbTor is a rack's router and the nodes of its rack.
@@ -860,8 +909,8 @@ func metallbResourceVersions(t *testing.T) map[string]string {
 			out[r.Resource+"/"+o.GetName()] = fmt.Sprint(o.GetGeneration())
 		}
 	}
-	if len(out) != 8 {
-		t.Fatalf("MetalLB's resources: %v, want the 8 applied", out)
+	if len(out) != 9 {
+		t.Fatalf("MetalLB's resources: %v, want the 9 applied", out)
 	}
 	return out
 }
