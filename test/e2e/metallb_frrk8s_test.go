@@ -118,6 +118,14 @@ func TestMetalLBInFRRK8sModeConverts(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.CreateNamespace(t, cluster.Admin, "mf-apps")
+	// Nothing of this site is left for the next test's MetalLB or CCM.
+	t.Cleanup(func() {
+		framework.ForgetService(cluster.Admin, "mf-web", "web")
+		framework.ForgetService(cluster.Admin, "mf-apps", "dual")
+		if out, err := cluster.Kubectl("delete", "frrconfigurations.frrk8s.metallb.io", "--all", "-n", frrK8sNS, "--wait"); err != nil {
+			t.Errorf("deleting the FRRConfigurations: %v %s", err, out)
+		}
+	})
 	names := []string{"mf-n1", "mf-n2", "mf-n3", "mf-n4"}
 	framework.CreateLBService(t, cluster.Admin, "mf-web", "web", nil)
 	framework.WriteEndpointSlice(t, cluster.Admin, "mf-web", "web", names...)

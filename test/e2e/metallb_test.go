@@ -175,6 +175,12 @@ func installMetalLB(t *testing.T, nodes []*recipeNode, resourcesYAML string) *me
 		err := cluster.Apply(ctx, resources)
 		return err == nil, fmt.Sprint(err)
 	})
+	// The next test's MetalLB must not read this one's pools and peers.
+	t.Cleanup(func() {
+		if out, err := cluster.Kubectl("delete", "--ignore-not-found", "--wait", "-f", resources); err != nil {
+			t.Errorf("deleting MetalLB's resources: %v %s", err, out)
+		}
+	})
 	pods := []string{"controller"}
 	for _, n := range nodes {
 		pods = append(pods, "speaker-"+n.name)
