@@ -22,6 +22,9 @@ import (
 
 const hostnameLabel = "kubernetes.io/hostname"
 
+// keep ends a refusal of what only the nodes' FRR can do.
+const keep = "; keep this FRRConfiguration under FRR-K8s (which may go on running on the nodes for it) without the neighbours converted here"
+
 // generatedByMetalLB reports whether r is one MetalLB writes for a node:
 // named metallb-<node>, selecting that node by hostname.
 func generatedByMetalLB(r resource, s frrConfigurationSpec) bool {
@@ -40,7 +43,6 @@ func (c *converter) frrConfiguration(r resource) {
 		c.note(r, "", "written by MetalLB for node %s from the MetalLB resources of this dump, which are converted: nothing of its own", strings.TrimPrefix(r.Metadata.Name, "metallb-"))
 		return
 	}
-	const keep = "; keep this FRRConfiguration under FRR-K8s (which may go on running on the nodes for it) without the neighbours converted here"
 	if s.Raw.Config != "" {
 		c.refuse(r, "spec.raw.rawConfig", "raw FRR configuration is for the nodes' FRR; the CCM is not FRR"+keep)
 	}
@@ -91,10 +93,13 @@ func (c *converter) poolsOfPrefixes(r resource, at string, prefixes []string) ma
 
 // poolHolding is the pool whose addresses hold all of pfx, or "".
 func (c *converter) poolHolding(pfx netip.Prefix) string {
-	first, last := pfx.Masked().Addr(), lastAddr(pfx)
+	want, err := config.ParseAddressRange(pfx.Masked().String())
+	if err != nil {
+		return ""
+	}
 	for _, p := range c.pools {
 		for _, a := range p.out.Addresses {
-			if rng, err := config.ParseAddressRange(a); err == nil && rng.Contains(first) && rng.Contains(last) {
+			if rng, err := config.ParseAddressRange(a); err == nil && rng.Contains(want.First) && rng.Contains(want.Last) {
 				return p.name
 			}
 		}
@@ -102,19 +107,9 @@ func (c *converter) poolHolding(pfx netip.Prefix) string {
 	return ""
 }
 
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
-
 // frrNeighbor converts one neighbour of a site's FRRConfiguration to a
 // peer that is sent the pools of the prefixes it may be advertised.
 func (c *converter) frrNeighbor(r resource, at string, asn uint32, n frrNeighbor, selectors []metav1.LabelSelector, profiles map[string]bfdProfileSpec, prefixes map[string]string) {
-	const keep = "; keep this FRRConfiguration under FRR-K8s (which may go on running on the nodes for it) without the neighbours converted here"
 	router, _, _ := strings.Cut(at, ".neighbors")
 	names := map[string]string{"myASN": router + ".asn", "peerASN": at + ".asn", "localASN": at + ".localASN",
 		"dynamicASN": at + ".dynamicASN", "peerAddress": at + ".address", "interface": at + ".interface",
