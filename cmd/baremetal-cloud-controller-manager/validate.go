@@ -28,9 +28,9 @@ func validateCommand() *cobra.Command {
 		Long: "validate parses and validates FILE with the CCM's own rules (strict fields, addresses, pools, peers), " +
 			"then what the CCM cannot check as it loads a config: that no pool overlaps the pod or Service CIDRs given or holds an address " +
 			"of a listed machine or of a peer, that every family of a pool announced over BGP has a peer and every peer is sent something. " +
-			"Password files are not read (they are the Secrets of the site, not of the pipeline). " +
+			"Password and BMC credential files are not read (they are the Secrets of the site, not of the pipeline); a BMC credential file that does not exist here is a warning. " +
 			"It prints every problem, one per line, with its field path and line, and exits 1; 0 when the file is valid. " +
-			"Warnings (a nodeSelector that matches no machine today) are printed and do not fail it.",
+			"Warnings (a nodeSelector that matches no machine today, a BMC credential file not here) are printed and do not fail it.",
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,7 +77,7 @@ func validate(stdout, stderr io.Writer, path string, clusterCIDRs, serviceCIDRs 
 		if errs != nil {
 			problems = append(problems, strings.Split(errs.Error(), "\n")...)
 		}
-		for _, w := range warned {
+		for _, w := range append(warned, cfg.MissingSecretFiles()...) {
 			warnings = append(warnings, w.Error())
 		}
 	}

@@ -53,6 +53,7 @@ func TestSchemaFileIsWhatTheTypesMake(t *testing.T) {
 var enums = map[reflect.Type][]string{
 	reflect.TypeOf(UnlistedReject): {string(UnlistedReject), string(UnlistedAllow)},
 	reflect.TypeOf(PowerOn):        {string(PowerOn), string(PowerOff)},
+	reflect.TypeOf(BMCIPMI):        {string(BMCIPMI), string(BMCRedfish)},
 	reflect.TypeOf(AnnounceBGP):    {string(AnnounceBGP), string(AnnounceL2), string(AnnounceNone)},
 	reflect.TypeOf(AddressInternalIP): {string(AddressInternalIP), string(AddressExternalIP), string(AddressHostname),
 		string(AddressInternalDNS), string(AddressExternalDNS)},

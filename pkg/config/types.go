@@ -59,6 +59,11 @@ type Inventory struct {
 	// read without being listed: list a key only if the site keeps kubelets
 	// from writing it. A machine's own label of the same key wins.
 	NodeLabels []string `yaml:"nodeLabels"`
+	// PowerChecks bounds how the machines' BMCs are asked.
+	PowerChecks PowerChecks `yaml:"powerChecks"`
+	// OutOfService adds node.kubernetes.io/out-of-service to the Nodes
+	// of machines their BMCs say are off.
+	OutOfService OutOfService `yaml:"outOfService"`
 }
 
 // NodeRestrictionPrefix is the prefix of the Node labels a kubelet may not
@@ -117,7 +122,11 @@ type Machine struct {
 	Region       string            `yaml:"region"`
 	Addresses    []Address         `yaml:"addresses"`
 	Labels       map[string]string `yaml:"labels"`
-	PowerState   PowerState        `yaml:"powerState"`
+	// PowerState is the recorded one, answered when the machine has no
+	// BMC or its BMC does not answer.
+	PowerState PowerState `yaml:"powerState"`
+	// BMC, if set, is asked for the machine's power state.
+	BMC *BMC `yaml:"bmc"`
 	// MACAddresses are the machine's interfaces' hardware addresses, for
 	// layer 2 pools; without them the leader learns the MAC of the Node's
 	// address on the segment.

@@ -44,6 +44,7 @@ func (c *Config) SetDefaults() {
 			inv.Storage[i].Region = inv.Defaults.Region
 		}
 	}
+	inv.setBMCDefaults()
 	c.setNetworkDefaults()
 }
 
@@ -178,6 +179,8 @@ func (c *Config) validate(readSecrets bool) error {
 			add(p.Child("powerState"), "%q is not one of on, off", m.PowerState)
 		}
 	}
+
+	inv.validateBMCs(add, root, readSecrets)
 
 	storageNames := map[string]bool{}
 	for i := range inv.Storage {

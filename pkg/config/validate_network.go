@@ -2,9 +2,7 @@ package config
 
 import (
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,24 +113,10 @@ func (p *Peer) PeerPassword() (string, error) {
 	if p.PasswordFile == "" {
 		return p.Password, nil
 	}
-	// A TCP MD5 key is at most 80 bytes; refuse devices and pipes, which
-	// could block or never end (looked at before opening: opening a FIFO
-	// blocks).
-	if st, err := os.Stat(p.PasswordFile); err != nil {
-		return "", fmt.Errorf("reading the password of BGP peer %s: %w", p.Address, err)
-	} else if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("reading the password of BGP peer %s: %s is not a regular file", p.Address, p.PasswordFile)
-	}
-	f, err := os.Open(p.PasswordFile)
+	pw, err := ReadSecretFile(p.PasswordFile)
 	if err != nil {
 		return "", fmt.Errorf("reading the password of BGP peer %s: %w", p.Address, err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 1024))
-	if err != nil {
-		return "", fmt.Errorf("reading the password of BGP peer %s: %w", p.Address, err)
-	}
-	pw := strings.TrimRight(string(b), "\r\n")
 	if len(pw) > 80 {
 		return "", fmt.Errorf("the password of BGP peer %s in %s is longer than the 80 bytes TCP MD5 allows", p.Address, p.PasswordFile)
 	}
