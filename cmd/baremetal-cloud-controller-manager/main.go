@@ -114,7 +114,7 @@ func newCommand(stop <-chan struct{}) *cobra.Command {
 
 // controllerInitializers is the framework's default set, each with a client
 // name of its own (so the API server's audit log and metrics tell them
-// apart), plus the PersistentVolume label controller.
+// apart), plus the PersistentVolume label and out-of-service controllers.
 func controllerInitializers(pvLabel *pvLabelOptions) map[string]app.ControllerInitFuncConstructor {
 	clientNames := map[string]string{
 		names.CloudNodeController:          "baremetal-cloud-node-controller",
@@ -138,6 +138,10 @@ func controllerInitializers(pvLabel *pvLabelOptions) map[string]app.ControllerIn
 	constructors[pvLabelControllerName] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: "baremetal-pv-label-controller"},
 		Constructor: pvLabel.startFunc,
+	}
+	constructors[outOfServiceControllerName] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: "baremetal-out-of-service-controller"},
+		Constructor: startOutOfService,
 	}
 	return constructors
 }

@@ -35,8 +35,7 @@ type Dialer func(ctx context.Context, t Target) (Conn, error)
 // MaxBackoff. Readings are kept until the target goes.
 type Poller struct {
 	// OnChange is called, outside the poller's lock, when a machine's
-	// state changes (the first answer included) or its reason for being
-	// Unknown does.
+	// state changes (the first answer included, and the first failure).
 	OnChange func(machine string, r Reading)
 	// OnAsked is called after every question, for metrics.
 	OnAsked func(t Target, err error, took time.Duration)
@@ -262,6 +261,7 @@ func (p *Poller) ask(ctx context.Context, m *machine, t Target, conn Conn, timeo
 	m.asking = false
 	now := p.now()
 	r := m.reading
+	first := r.Asked.IsZero()
 	r.Asked = now
 	if err != nil {
 		r.Failures++
@@ -275,7 +275,7 @@ func (p *Poller) ask(ctx context.Context, m *machine, t Target, conn Conn, timeo
 		r.Answered = now
 		r.Err = nil
 	}
-	changed := state != r.State || (err != nil && (r.Err == nil || r.Err.Error() != err.Error()))
+	changed := state != r.State || first
 	if state != r.State {
 		r.Since = now
 	}

@@ -76,12 +76,6 @@ func (c *Cloud) reportHeldRemovals(held, limit int) {
 	c.lb.report.Report("departures", problems, nil)
 }
 
-// InstanceShutdown reports whether the Node's machine is recorded as off.
-func (c *Cloud) InstanceShutdown(_ context.Context, node *v1.Node) (bool, error) {
-	m, ok := c.inventory().FindMachine(desired.NodeKeys(node))
-	return ok && m.PowerState == config.PowerOff, nil
-}
-
 // InstanceMetadata describes the Node's machine. An unlisted Node under
 // "reject" gets an error, so the cloud node controller leaves it tainted
 // and retries, and a Warning Event that says what is missing.

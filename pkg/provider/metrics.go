@@ -9,6 +9,7 @@ import (
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bfd"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bgpannouncer"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/controllers/outofservice"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/l2announcer"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/report"
 )
@@ -38,8 +39,8 @@ var (
 
 // Metrics are every metric of this provider, its announcers' included.
 func Metrics() []metrics.Registerable {
-	own := []metrics.Registerable{configReloads, configValid, removalsHeld, vipsWithoutNextHops, tableFingerprint, endpointNodesLeftOut, healthProbes, healthNodesOut, healthAllFailing, poolAddresses}
-	return slices.Concat(own, bgpannouncer.Metrics(), bfd.Metrics(), l2announcer.Metrics())
+	own := []metrics.Registerable{configReloads, configValid, removalsHeld, vipsWithoutNextHops, tableFingerprint, endpointNodesLeftOut, healthProbes, healthNodesOut, healthAllFailing, poolAddresses, bmcPowerState, bmcRequests, bmcRequestSeconds}
+	return slices.Concat(own, bgpannouncer.Metrics(), bfd.Metrics(), l2announcer.Metrics(), outofservice.Metrics())
 }
 
 func configLoaded(ok bool) {

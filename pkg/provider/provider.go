@@ -67,6 +67,7 @@ type Cloud struct {
 	departed   departures
 	watcher    *config.Watcher
 	lb         *balancer
+	power      *power
 
 	// recorder is set by Speak on every replica (or by Initialize, for a
 	// provider not started by this project's main), once.
@@ -95,6 +96,7 @@ func New(path string) (*Cloud, error) {
 	c := &Cloud{configPath: path, stopped: make(chan struct{}), minEstablished: DefaultMinEstablished}
 	c.lb = newBalancer(cfg, inv, &report.Reporter{Events: c.reportEvent, Quiet: c.quiet})
 	c.inv.Store(inv)
+	c.power = newPower(c, cfg.Inventory, c.lb.report)
 	configLoaded(true)
 	klog.InfoS("Loaded cloud config", "path", path, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
 	c.watcher = config.NewWatcher(path, data)
@@ -115,6 +117,7 @@ func (c *Cloud) apply(cfg *config.Config) {
 	c.holdRemovals(cfg.Inventory, inv)
 	c.inv.Store(inv)
 	c.lb.reload(context.Background(), cfg, inv)
+	c.power.configure(cfg.Inventory)
 	configLoaded(true)
 	klog.InfoS("Reloaded cloud config", "path", c.configPath, "machines", len(cfg.Inventory.Machines), "storageSystems", len(cfg.Inventory.Storage))
 	c.mu.Lock()
@@ -195,6 +198,7 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 	// A provider not started by this project's main speaks from here.
 	c.runOnce.Do(func() { go c.run(ctx, apiReachable(client), defaultAPILoss) })
 	go c.lb.lead(ctx)
+	c.power.start(ctx)
 }
 
 // run runs the load balancer until ctx ends, then says it stopped.
