@@ -183,24 +183,12 @@ func Up(dir string, workers int, ccmImages ...string) (_ *Lab, err error) {
 
 // AddNode wires a new node to the lab bridge and starts its containerd.
 func (l *Lab) AddNode(name, ip string) (*Node, error) {
-	ns, err := framework.NewNetns(nsPrefix + name)
+	ns, err := l.AddHost(name, ip)
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{Name: name, IP: ip, IP6: ip6Of(ip), NS: ns, Dir: filepath.Join(l.Dir, name)}
 	l.Nodes = append(l.Nodes, n)
-	if err := framework.Veth(l.Router, name, "", ns, "eth0", ip+"/24"); err != nil {
-		return nil, err
-	}
-	if _, err := l.Router.IP("link", "set", name, "master", "lab0"); err != nil {
-		return nil, err
-	}
-	for _, args := range [][]string{{"-6", "addr", "add", n.IP6 + "/64", "dev", "eth0", "nodad"},
-		{"route", "add", "default", "via", LabGW}, {"-6", "route", "add", "default", "via", LabGW6}} {
-		if _, err := ns.IP(args...); err != nil {
-			return nil, err
-		}
-	}
 	// kubeadm's prerequisite: a node forwards (to pods, for kube-proxy).
 	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"} {
 		if _, err := ns.Exec("sysctl", "-qw", s); err != nil {
@@ -214,6 +202,28 @@ func (l *Lab) AddNode(name, ip string) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// AddHost wires a host (a namespace) to the lab bridge with ip and its
+// IPv6 twin, routed through the lab's router.
+func (l *Lab) AddHost(name, ip string) (*framework.Netns, error) {
+	ns, err := framework.NewNetns(nsPrefix + name)
+	if err != nil {
+		return nil, err
+	}
+	if err := framework.Veth(l.Router, name, "", ns, "eth0", ip+"/24"); err != nil {
+		return nil, err
+	}
+	if _, err := l.Router.IP("link", "set", name, "master", "lab0"); err != nil {
+		return nil, err
+	}
+	for _, args := range [][]string{{"-6", "addr", "add", ip6Of(ip) + "/64", "dev", "eth0", "nodad"},
+		{"route", "add", "default", "via", LabGW}, {"-6", "route", "add", "default", "via", LabGW6}} {
+		if _, err := ns.IP(args...); err != nil {
+			return nil, err
+		}
+	}
+	return ns, nil
 }
 
 // connect makes the admin clients: the test process reaches the API

@@ -81,24 +81,35 @@ func (n *Node) start(images []string) error {
 	}); err != nil {
 		return fmt.Errorf("node %s: its namespaces: %w\n%s", n.Name, err, n.holder.Logs())
 	}
-	config := filepath.Join(n.Dir, "containerd.toml")
-	if err := os.WriteFile(config, []byte(containerdConfig), 0o644); err != nil {
+	if err := n.startContainerd(); err != nil {
 		return err
-	}
-	if n.containerd, err = n.Start("containerd", framework.ToolsBin()+"/containerd", "--config", config); err != nil {
-		return err
-	}
-	ctr := []string{framework.ToolsBin() + "/ctr", "--address", "/run/containerd/containerd.sock", "--namespace", "k8s.io"}
-	if err := framework.Poll(30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		_, err := n.Run(append(ctr, "version")...)
-		return err == nil, fmt.Sprint(err)
-	}); err != nil {
-		return fmt.Errorf("node %s: containerd did not answer: %w\n%s", n.Name, err, framework.Tail(n.containerd.Logs(), 20))
 	}
 	for _, img := range images {
 		if out, err := n.Run(append(ctr, "images", "import", "--local", img)...); err != nil {
 			return fmt.Errorf("node %s: importing %s: %w\n%s", n.Name, img, err, out)
 		}
+	}
+	return nil
+}
+
+// ctr is the command line of containerd's client on the node's socket.
+var ctr = []string{framework.ToolsBin() + "/ctr", "--address", "/run/containerd/containerd.sock", "--namespace", "k8s.io"}
+
+// startContainerd starts containerd and waits until it answers.
+func (n *Node) startContainerd() error {
+	config := filepath.Join(n.Dir, "containerd.toml")
+	if err := os.WriteFile(config, []byte(containerdConfig), 0o644); err != nil {
+		return err
+	}
+	var err error
+	if n.containerd, err = n.Start("containerd", framework.ToolsBin()+"/containerd", "--config", config); err != nil {
+		return err
+	}
+	if err := framework.Poll(30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		_, err := n.Run(append(ctr, "version")...)
+		return err == nil, fmt.Sprint(err)
+	}); err != nil {
+		return fmt.Errorf("node %s: containerd did not answer: %w\n%s", n.Name, err, framework.Tail(n.containerd.Logs(), 20))
 	}
 	return nil
 }
@@ -192,6 +203,37 @@ func (n *Node) StopKubelet() {
 		n.kubelet.Stop()
 		n.kubelet = nil
 	}
+}
+
+// PowerOff is the machine losing power: its kubelet, containerd, the
+// shims and every container are killed at once, with nothing told to the
+// API server; its network namespace, disks (directories) and images stay,
+// as a powered-off machine's disks do.
+func (n *Node) PowerOff() {
+	for _, p := range []*framework.Process{n.kubelet, n.containerd} {
+		if p != nil {
+			p.Kill()
+		}
+	}
+	n.kubelet, n.containerd = nil, nil
+	killSharing(n.holder.PID(), "mnt")
+	for _, d := range cgroupDirs(n.cgroupRoot()) {
+		killCgroupTree(d)
+	}
+}
+
+// PowerOn boots the machine again: containerd, then the kubelet with the
+// configuration kubeadm wrote when it joined.
+func (n *Node) PowerOn() error {
+	if err := n.makeCgroups(); err != nil {
+		return err
+	}
+	if err := n.startContainerd(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	close(done)
+	return n.startKubelet(done)
 }
 
 // makeCgroups creates the node's cgroup root in every cgroup v1 hierarchy

@@ -21,7 +21,9 @@ import (
 type IPMISim struct {
 	// Addr is host:port; User and Password log in.
 	Addr, User, Password string
-	dir                  string
+	// Netns, if set, is the host the BMC runs in.
+	Netns *Netns
+	dir   string
 	mu                   sync.Mutex
 	cmd                  *exec.Cmd
 }
@@ -30,30 +32,42 @@ type IPMISim struct {
 // is stopped at the test's end.
 func StartIPMISim(t testing.TB, name string) *IPMISim {
 	t.Helper()
-	if err := EnsureCommands(map[string]string{"ipmi_sim": "openipmi"}); err != nil {
-		t.Fatal(err)
-	}
 	port, err := freeUDPPort()
 	if err != nil {
+		t.Fatal(err)
+	}
+	return startIPMISim(t, name, nil, "127.0.0.1", port)
+}
+
+// StartIPMISimIn starts a BMC in a host of the test's (a namespace), on
+// ip and IPMI's own port, 623.
+func StartIPMISimIn(t testing.TB, name string, ns *Netns, ip string) *IPMISim {
+	t.Helper()
+	return startIPMISim(t, name, ns, ip, 623)
+}
+
+func startIPMISim(t testing.TB, name string, ns *Netns, ip string, port int) *IPMISim {
+	t.Helper()
+	if err := EnsureCommands(map[string]string{"ipmi_sim": "openipmi"}); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "bmc-"+name)
 	if err := os.MkdirAll(filepath.Join(dir, "state"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s := &IPMISim{Addr: fmt.Sprintf("127.0.0.1:%d", port), User: "admin", Password: "bmc-" + name, dir: dir}
+	s := &IPMISim{Addr: net.JoinHostPort(ip, fmt.Sprint(port)), User: "admin", Password: "bmc-" + name, Netns: ns, dir: dir}
 	files := map[string]string{
 		"lan.conf": fmt.Sprintf(`name "%s"
 set_working_mc 0x20
   startlan 1
-    addr 127.0.0.1 %d
+    addr %s %d
     priv_limit admin
     allowed_auths_admin md5
     guid a123456789abcdefa123456789abcdef
   endlan
   chassis_control "%s 0x20"
   user 2 true "%s" "%s" admin 10 md5
-`, name, port, filepath.Join(dir, "chassis"), s.User, s.Password),
+`, name, ip, port, filepath.Join(dir, "chassis"), s.User, s.Password),
 		"sim.emu": "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 0x09 0x08 0x9f 0x1291 0xf02\nmc_enable 0x20\n",
 		// ipmi_sim runs it as "chassis 0x20 get power" and "chassis 0x20
 		// set power 0|1".
@@ -101,7 +115,11 @@ func (s *IPMISim) Start() error {
 	if s.cmd != nil {
 		return nil
 	}
-	cmd := exec.Command("ipmi_sim", "-n", "-c", filepath.Join(s.dir, "lan.conf"), "-f", filepath.Join(s.dir, "sim.emu"), "-s", filepath.Join(s.dir, "state"))
+	args := []string{"ipmi_sim", "-n", "-c", filepath.Join(s.dir, "lan.conf"), "-f", filepath.Join(s.dir, "sim.emu"), "-s", filepath.Join(s.dir, "state")}
+	if s.Netns != nil {
+		args = append([]string{"ip", "netns", "exec", s.Netns.Name}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	log, err := os.OpenFile(filepath.Join(s.dir, "ipmi_sim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -116,7 +134,7 @@ func (s *IPMISim) Start() error {
 	go cmd.Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if udpListening(s.Addr) {
+		if s.listening() {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -124,14 +142,23 @@ func (s *IPMISim) Start() error {
 	return fmt.Errorf("ipmi_sim does not listen on %s after 10s", s.Addr)
 }
 
-// udpListening is whether something holds the UDP port of addr.
-func udpListening(addr string) bool {
-	c, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return true
+// listening is whether something holds the BMC's UDP port.
+func (s *IPMISim) listening() bool {
+	held := false
+	check := func() error {
+		c, err := net.ListenPacket("udp", s.Addr)
+		if err != nil {
+			held = true
+			return nil
+		}
+		return c.Close()
 	}
-	c.Close()
-	return false
+	if s.Netns != nil {
+		s.Netns.Do(check)
+	} else {
+		check()
+	}
+	return held
 }
 
 // Stop stops the BMC: it answers nothing until Start.
@@ -143,7 +170,7 @@ func (s *IPMISim) Stop() {
 	}
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	s.cmd = nil
-	for i := 0; i < 100 && udpListening(s.Addr); i++ {
+	for i := 0; i < 100 && s.listening(); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 }

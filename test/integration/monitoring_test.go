@@ -50,8 +50,9 @@ func TestDashboardAndAlerts(t *testing.T) {
 
 	prom := framework.StartPrometheus(t, suite.Cluster, []string{fmt.Sprintf("127.0.0.1:%d", ccm.SecurePort)}, alerts)
 	exported := framework.ExportedNames(suite.Metrics(t, ccm))
-	// A BGP site: the layer 2 row is checked by test/l2, on a segment.
-	if queries := framework.CheckDashboard(t, prom, exported, func(row string) bool { return row != "Layer 2" }); queries < 15 {
+	// A BGP site: the layer 2 row is checked by test/l2, on a segment,
+	// and the power row by TestPowerFromBMCs, with BMCs.
+	if queries := framework.CheckDashboard(t, prom, exported, func(row string) bool { return row != "Layer 2" && row != powerRow }); queries < 15 {
 		t.Errorf("the dashboard has %d queries; did it fail to parse?", queries)
 	}
 
@@ -63,8 +64,8 @@ func TestDashboardAndAlerts(t *testing.T) {
 		if r.Health != "ok" {
 			t.Errorf("alert %s: health %q: %s", r.Name, r.Health, r.LastError)
 		}
-		if strings.HasPrefix(r.Name, "BaremetalL2") || strings.HasPrefix(r.Name, "BaremetalBFD") {
-			continue // test/l2, and test/e2e's TestBFD: they need layer 2 pools, a router running BFD
+		if strings.HasPrefix(r.Name, "BaremetalL2") || strings.HasPrefix(r.Name, "BaremetalBFD") || powerAlerts[r.Name] {
+			continue // test/l2, test/e2e's TestBFD and TestPowerFromBMCs: they need layer 2 pools, a router running BFD, BMCs
 		}
 		for _, name := range framework.MetricNames(r.Query) {
 			if !exported[name] {

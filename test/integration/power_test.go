@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,34 @@ func TestPowerFromBMCs(t *testing.T) {
 		return true, ""
 	})
 
+	// The dashboard's power row and the power alerts, on a real Prometheus
+	// scraping this CCM.
+	prom := framework.StartPrometheus(t, suite.Cluster, []string{fmt.Sprintf("127.0.0.1:%d", ccm.SecurePort)}, filepath.Join(framework.RepoRoot(), framework.AlertsFile))
+	exported := framework.ExportedNames(suite.Metrics(t, ccm))
+	if queries := framework.CheckDashboard(t, prom, exported, func(row string) bool { return row == powerRow }); queries < 4 {
+		t.Errorf("the power row has %d queries", queries)
+	}
+	for _, r := range prom.Rules(t) {
+		if !powerAlerts[r.Name] {
+			continue
+		}
+		if r.Health != "ok" {
+			t.Errorf("alert %s: health %q: %s", r.Name, r.Health, r.LastError)
+		}
+		for _, name := range framework.MetricNames(r.Query) {
+			if !exported[name] {
+				t.Errorf("alert %s: %s is not a metric the CCM exports (%s)", r.Name, name, r.Query)
+			}
+		}
+	}
+	framework.Eventually(t, waitTimeout, "BaremetalBMCPowerUnknown pending for pw-dark, BaremetalNodeFenced for two", func() (bool, string) {
+		states := map[string]string{}
+		for _, r := range prom.Rules(t) {
+			states[r.Name] = r.State
+		}
+		return states["BaremetalBMCPowerUnknown"] == "pending" && states["BaremetalNodeFenced"] == "pending", fmt.Sprint(states)
+	})
+
 	// Back: power on, the kubelet reports Ready.
 	sims["pw-off"].SetPower(true)
 	rf.SetPower("On")
@@ -124,6 +153,12 @@ func TestPowerFromBMCs(t *testing.T) {
 		t.Errorf("out-of-service metrics:\n%s", grepLines(m, "baremetal_out_of_service"))
 	}
 }
+
+// powerRow is the dashboard's row of machines' power; powerAlerts are
+// the alerts on it. Both need BMCs: this test checks them.
+const powerRow = "Machines' power"
+
+var powerAlerts = map[string]bool{"BaremetalBMCPowerUnknown": true, "BaremetalNodeFenced": true}
 
 func writeSecret(t *testing.T, dir, name, value string) string {
 	t.Helper()
