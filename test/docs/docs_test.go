@@ -7,9 +7,16 @@
 package docs
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
@@ -53,24 +61,43 @@ func TestEveryCloudConfigOfTheDocsValidates(t *testing.T) {
 	}
 }
 
-// withPasswordFiles is text with every passwordFile moved into a
-// temporary directory where it exists, as the Secret the docs mount would
-// make it exist on the CCM's host.
+// withPasswordFiles is text with every passwordFile, BMC usernameFile and
+// tls.caFile moved into a temporary directory where it exists, as the
+// Secret the docs mount would make it exist on the CCM's host.
 func withPasswordFiles(t *testing.T, text string) string {
 	dir := t.TempDir()
-	return passwordFileRE.ReplaceAllStringFunc(text, func(m string) string {
-		path := filepath.Join(dir, passwordFileRE.FindStringSubmatch(m)[1])
+	return secretFileRE.ReplaceAllStringFunc(text, func(m string) string {
+		sub := secretFileRE.FindStringSubmatch(m)
+		path := filepath.Join(dir, sub[2])
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte("secret\n"), 0o600); err != nil {
+		content := []byte("secret\n")
+		if sub[1] == "caFile" {
+			content = selfSignedPEM(t)
+		}
+		if err := os.WriteFile(path, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return "passwordFile: " + path
+		return sub[1] + ": " + path
 	})
 }
 
-var passwordFileRE = regexp.MustCompile(`passwordFile: (/\S+)`)
+var secretFileRE = regexp.MustCompile(`(passwordFile|usernameFile|caFile): (/[^\s,}]+)`)
+
+// selfSignedPEM is a certificate, as a BMC's CA file holds one.
+func selfSignedPEM(t *testing.T) []byte {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bmc"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
 
 func isCloudConfig(text string) bool {
 	var top map[string]any
