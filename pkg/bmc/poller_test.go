@@ -26,7 +26,11 @@ type fakeBMC struct {
 	most     *atomic.Int32
 }
 
-func (f *fakeBMC) set(state PowerState, err error) { f.mu.Lock(); f.state, f.err = state, err; f.mu.Unlock() }
+func (f *fakeBMC) set(state PowerState, err error) {
+	f.mu.Lock()
+	f.state, f.err = state, err
+	f.mu.Unlock()
+}
 
 func (f *fakeBMC) counts() (dials, asks, closes int) {
 	f.mu.Lock()
@@ -129,7 +133,11 @@ func TestNoAnswerIsUnknownNeverOff(t *testing.T) {
 	p := runPoller(t, Settings{Interval: 10 * time.Millisecond, Background: time.Hour, Timeout: 50 * time.Millisecond, Concurrency: 2, MaxBackoff: 10 * time.Millisecond}, site)
 	var mu sync.Mutex
 	var changes []string
-	p.OnChange = func(m string, r Reading) { mu.Lock(); changes = append(changes, fmt.Sprintf("%s %s", m, r.State)); mu.Unlock() }
+	p.OnChange = func(m string, r Reading) {
+		mu.Lock()
+		changes = append(changes, fmt.Sprintf("%s %s", m, r.State))
+		mu.Unlock()
+	}
 	p.SetTargets(targets("a"))
 	if r, ok := p.Reading("a"); !ok || r.State != Unknown || r.Err == nil {
 		t.Fatalf("before the first answer: %+v %v", r, ok)
@@ -140,9 +148,9 @@ func TestNoAnswerIsUnknownNeverOff(t *testing.T) {
 	eventually(t, "a off", func() bool { return state(p, "a") == Off })
 
 	for _, fail := range []struct {
-		name  string
+		name   string
 		breaks func()
-		why   string
+		why    string
 	}{
 		{"error", func() { f.set(Off, errors.New("RAKP 2: bad HMAC")) }, "RAKP 2"},
 		{"panic", func() { f.mu.Lock(); f.panics = true; f.mu.Unlock() }, "could not be read"},
@@ -166,7 +174,6 @@ func TestNoAnswerIsUnknownNeverOff(t *testing.T) {
 		t.Errorf("first change %q", changes[0])
 	}
 }
-
 
 // TestSessionsKeptWhileWatched: a watched machine's session serves every
 // question; an unwatched one logs out after each; a machine that leaves

@@ -34,7 +34,7 @@ type power struct {
 	cloud  *Cloud
 
 	mu      sync.Mutex
-	targets map[string]bmc.Target // by machine
+	targets map[string]bmc.Target     // by machine
 	said    map[string]bmc.PowerState // the state last reported, by machine
 	oos     config.OutOfService
 	started bool

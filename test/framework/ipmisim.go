@@ -24,8 +24,8 @@ type IPMISim struct {
 	// Netns, if set, is the host the BMC runs in.
 	Netns *Netns
 	dir   string
-	mu                   sync.Mutex
-	cmd                  *exec.Cmd
+	mu    sync.Mutex
+	cmd   *exec.Cmd
 }
 
 // StartIPMISim starts a BMC on 127.0.0.1 with the machine powered on; it
@@ -48,12 +48,23 @@ func StartIPMISimIn(t testing.TB, name string, ns *Netns, ip string) *IPMISim {
 
 func startIPMISim(t testing.TB, name string, ns *Netns, ip string, port int) *IPMISim {
 	t.Helper()
-	if err := EnsureCommands(map[string]string{"ipmi_sim": "openipmi"}); err != nil {
+	s, err := NewIPMISim(t.TempDir(), name, ns, ip, port)
+	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "bmc-"+name)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// NewIPMISim starts a BMC with its files in dir (ns nil: this host's
+// network); Stop stops it.
+func NewIPMISim(dir, name string, ns *Netns, ip string, port int) (*IPMISim, error) {
+	if err := EnsureCommands(map[string]string{"ipmi_sim": "openipmi"}); err != nil {
+		return nil, err
+	}
+	dir = filepath.Join(dir, "bmc-"+name)
 	if err := os.MkdirAll(filepath.Join(dir, "state"), 0o700); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s := &IPMISim{Addr: net.JoinHostPort(ip, fmt.Sprint(port)), User: "admin", Password: "bmc-" + name, Netns: ns, dir: dir}
 	files := map[string]string{
@@ -88,14 +99,10 @@ esac
 			mode = 0o700
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), mode); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return s, s.Start()
 }
 
 // freeUDPPort is a UDP port of loopback that nothing listens on now.
@@ -196,11 +203,20 @@ func (s *IPMISim) Power() bool {
 // dir, as a mounted Secret holds them, and returns their paths.
 func (s *IPMISim) WriteCredentials(t testing.TB, dir string) (userFile, passwordFile string) {
 	t.Helper()
+	userFile, passwordFile, err := s.WriteCredentialsTo(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return userFile, passwordFile
+}
+
+// WriteCredentialsTo is WriteCredentials outside a test.
+func (s *IPMISim) WriteCredentialsTo(dir string) (userFile, passwordFile string, err error) {
 	userFile, passwordFile = filepath.Join(dir, s.Password+"-user"), filepath.Join(dir, s.Password+"-password")
 	for f, v := range map[string]string{userFile: s.User, passwordFile: s.Password} {
 		if err := os.WriteFile(f, []byte(v+"\n"), 0o600); err != nil {
-			t.Fatal(err)
+			return "", "", err
 		}
 	}
-	return userFile, passwordFile
+	return userFile, passwordFile, nil
 }

@@ -39,7 +39,7 @@ var (
 	qps         = flag.Float64("kube-api-qps", 0, "the CCM's --kube-api-qps (0: its default)")
 	burst       = flag.Int("kube-api-burst", 0, "the CCM's --kube-api-burst (0: its default)")
 	syncs       = flag.Int("concurrent-service-syncs", 0, "the CCM's --concurrent-service-syncs (0: its default)")
-	scenarios   = flag.String("scenarios", "services,join,health", "the scenario groups to run: services (burst, churn, idle, pod churn), join (node join, routes), health (health checks); fabric (the leaf-spine site of docs/network/topologies.md at --racks, --tors-per-rack, --replicas: not run unless named)")
+	scenarios   = flag.String("scenarios", "services,join,health", "the scenario groups to run: services (burst, churn, idle, pod churn), join (node join, routes), health (health checks); power (BMC questions at --bmc-machines, IPMI and Redfish: not run unless named); fabric (the leaf-spine site of docs/network/topologies.md at --racks, --tors-per-rack, --replicas: not run unless named)")
 	out         = flag.String("out", "bench.json", "where to write the figures as JSON")
 	heapProfile = flag.String("heap-profile", "", "if set, where to save the CCM's heap profile after the service burst")
 	cpuProfile  = flag.String("cpu-profile", "", "if set, where to save a CPU profile of the CCM's first 20 s of the service burst")
@@ -150,7 +150,7 @@ func run() error {
 			// The last scenario of the bench leaves its Services to the
 			// teardown: at 255 paths a VIP and 1,000 nodes, deleting them
 			// one withdrawal at a time would take longer than the rest.
-			cleanUp := i < *runs-1 || selected("join") || selected("health") || selected("fabric")
+			cleanUp := i < *runs-1 || selected("join") || selected("health") || selected("power") || selected("fabric")
 			if err := b.serviceScenarios(i, floor, cleanUp); err != nil {
 				return err
 			}
@@ -162,6 +162,11 @@ func run() error {
 		}
 		if selected("health") {
 			if err := b.healthScenarios(i); err != nil {
+				return err
+			}
+		}
+		if selected("power") {
+			if err := b.powerScenarios(i); err != nil {
 				return err
 			}
 		}
