@@ -212,10 +212,22 @@ func (c *Cloud) InstanceShutdown(_ context.Context, node *v1.Node) (bool, error)
 	if !ok {
 		return false, nil
 	}
-	if r, has := c.power.Power(node); has && r.State != bmc.Unknown {
+	if r, has := c.power.Power(node); has && r.State != bmc.Unknown && !r.Answered.Before(readySince(node)) {
 		return r.State == bmc.Off, nil
 	}
 	return m.PowerState == config.PowerOff, nil
+}
+
+// readySince is when the Node's readiness last changed: a BMC's answer
+// from before it may describe a machine since powered on again (or off),
+// so it is not taken for the machine's state now.
+func readySince(node *v1.Node) time.Time {
+	for _, c := range node.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // OutOfService is inventory.outOfService in force.
@@ -225,12 +237,9 @@ func (c *Cloud) OutOfService() config.OutOfService {
 	return c.power.oos
 }
 
-// NodePower is what the Node's machine's BMC says, and since when; ok is
-// false when the machine has no BMC.
-func (c *Cloud) NodePower(node *v1.Node) (state bmc.PowerState, since time.Time, ok bool) {
-	r, ok := c.power.Power(node)
-	return r.State, r.Since, ok
-}
+// NodePower is what the Node's machine's BMC last said; ok is false when
+// the machine has no BMC.
+func (c *Cloud) NodePower(node *v1.Node) (bmc.Reading, bool) { return c.power.Power(node) }
 
 var (
 	bmcPowerState = metrics.NewGaugeVec(&metrics.GaugeOpts{

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework/redfish"
 )
 
@@ -67,6 +70,13 @@ func TestShutdownFromTheBMC(t *testing.T) {
 	until("the BMC says on", "a", false)
 	a.SetPower("Off")
 	until("the BMC says off", "a", true)
+	// An answer from before the Node's readiness last changed is stale:
+	// the recorded state answers.
+	changed := node("a", "")
+	changed.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(time.Now().Add(time.Hour))}}
+	if off, _ := c.InstanceShutdown(ctx, changed); off {
+		t.Error("an off said before the Node went NotReady shuts it down")
+	}
 	a.SetFault(redfish.ServerError)
 	until("the BMC fails: the recorded on", "a", false)
 	a.SetFault(redfish.None)

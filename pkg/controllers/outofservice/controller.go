@@ -43,9 +43,9 @@ const checkEvery = 2 * time.Second
 type Power interface {
 	// OutOfService is inventory.outOfService in force.
 	OutOfService() config.OutOfService
-	// NodePower is what the Node's machine's BMC says and since when; ok
-	// is false when it has no BMC.
-	NodePower(node *v1.Node) (state bmc.PowerState, since time.Time, ok bool)
+	// NodePower is what the Node's machine's BMC last said; ok is false
+	// when it has no BMC.
+	NodePower(node *v1.Node) (r bmc.Reading, ok bool)
 }
 
 // Action is what Decide says to do with a Node's taint.
@@ -62,23 +62,34 @@ type NodeView struct {
 	Ready bool
 	// Tainted: the Node has the out-of-service taint; Ours: we added it.
 	Tainted, Ours bool
-	// HasBMC: its machine has one; Power and Since are what it says.
-	HasBMC bool
-	Power  bmc.PowerState
-	Since  time.Time
+	// Transition is when the Node's readiness last changed.
+	Transition time.Time
+	// HasBMC: its machine has one; Power is what it said last, at
+	// Answered, and has said since Since.
+	HasBMC          bool
+	Power           bmc.PowerState
+	Since, Answered time.Time
 }
 
 // Decide is the rule. Add only when turned on, to a NotReady Node whose
-// BMC has said Off for the grace period; remove only a taint we added,
-// once the BMC says On and the Node is Ready. Unknown changes nothing.
+// BMC has said Off for the grace period since the Node went NotReady;
+// remove only a taint we added, once the BMC says On and the Node is
+// Ready. Only what the BMC said since the Node's readiness last changed
+// counts: an older "off" may come from before the machine was powered on
+// again. Unknown changes nothing.
 func Decide(oos config.OutOfService, n NodeView, now time.Time) Action {
+	fresh := n.HasBMC && !n.Answered.Before(n.Transition)
 	switch {
 	case n.Tainted && n.Ours:
-		if n.Ready && n.HasBMC && n.Power == bmc.On {
+		if n.Ready && fresh && n.Power == bmc.On {
 			return Remove
 		}
 	case !n.Tainted:
-		if oos.Enabled && !n.Ready && n.HasBMC && n.Power == bmc.Off && now.Sub(n.Since) >= oos.GracePeriod.Duration {
+		offSince := n.Since
+		if n.Transition.After(offSince) {
+			offSince = n.Transition
+		}
+		if oos.Enabled && !n.Ready && fresh && n.Power == bmc.Off && now.Sub(offSince) >= oos.GracePeriod.Duration {
 			return Add
 		}
 	}
@@ -151,19 +162,22 @@ func (c *Controller) Sync(ctx context.Context) {
 }
 
 func (c *Controller) view(node *v1.Node) NodeView {
-	v := NodeView{Ready: ready(node), Tainted: tainted(node)}
+	v := NodeView{Tainted: tainted(node)}
+	v.Ready, v.Transition = readiness(node)
 	_, v.Ours = node.Annotations[Annotation]
-	v.Power, v.Since, v.HasBMC = c.power.NodePower(node)
+	r, ok := c.power.NodePower(node)
+	v.HasBMC, v.Power, v.Since, v.Answered = ok, r.State, r.Since, r.Answered
 	return v
 }
 
-func ready(node *v1.Node) bool {
+// readiness is whether the Node is Ready, and since when it is or is not.
+func readiness(node *v1.Node) (bool, time.Time) {
 	for _, c := range node.Status.Conditions {
 		if c.Type == v1.NodeReady {
-			return c.Status == v1.ConditionTrue
+			return c.Status == v1.ConditionTrue, c.LastTransitionTime.Time
 		}
 	}
-	return false
+	return false, time.Time{}
 }
 
 func tainted(node *v1.Node) bool {

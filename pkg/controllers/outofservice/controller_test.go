@@ -38,6 +38,16 @@ func TestDecide(t *testing.T) {
 		{"ours, Ready but the BMC unknown", on, NodeView{Tainted: true, Ours: true, Ready: true, HasBMC: true, Power: bmc.Unknown}, Keep},
 		{"ours, Ready but the BMC says off", on, NodeView{Tainted: true, Ours: true, Ready: true, HasBMC: true, Power: bmc.Off, Since: long}, Keep},
 		{"a person's, back on and Ready", on, NodeView{Tainted: true, Ready: true, HasBMC: true, Power: bmc.On}, Keep},
+		// A reading from before the Node's last change of readiness is
+		// stale: the machine may have been powered on and crashed since.
+		{"off, but said before the Node went NotReady", on, NodeView{HasBMC: true, Power: bmc.Off, Since: now.Add(-10 * time.Minute),
+			Answered: now.Add(-9 * time.Minute), Transition: now.Add(-30 * time.Second)}, Keep},
+		{"off, said since the Node went NotReady, not for the grace yet", on, NodeView{HasBMC: true, Power: bmc.Off, Since: now.Add(-10 * time.Minute),
+			Answered: now.Add(-time.Second), Transition: now.Add(-30 * time.Second)}, Keep},
+		{"off, said since the Node went NotReady, for the grace", on, NodeView{HasBMC: true, Power: bmc.Off, Since: now.Add(-10 * time.Minute),
+			Answered: now.Add(-time.Second), Transition: now.Add(-90 * time.Second)}, Add},
+		{"ours, Ready, but on was said before it turned Ready", on, NodeView{Tainted: true, Ours: true, Ready: true, HasBMC: true, Power: bmc.On,
+			Answered: now.Add(-time.Minute), Transition: now.Add(-10 * time.Second)}, Keep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
