@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ipmi "github.com/bougou/go-ipmi/pkg/client"
+	"github.com/bougou/go-ipmi/pkg/types"
 )
 
 // IPMI over LAN (RMCP+, IPMI v2.0 "lanplus"), with go-ipmi: a session is
@@ -18,6 +19,14 @@ import (
 // ipmiTries is how many times a lost UDP datagram is sent again within
 // one question's timeout.
 const ipmiTries = 2
+
+// cipherSuites are the RMCP+ cipher suites offered, best first: 17
+// (HMAC-SHA256, AES-CBC-128) and 3 (HMAC-SHA1, AES-CBC-128), which IPMI
+// v2.0 requires every BMC to have. Never a suite without authentication
+// (suite 0 lets anyone in with any password). Naming them also skips
+// asking the BMC for its list, which BMCs such as ipmi_sim do not answer:
+// the question would wait for its timeout at every login.
+var cipherSuites = []types.CipherSuiteID{types.CipherSuiteID17, types.CipherSuiteID3}
 
 type ipmiConn struct {
 	client *ipmi.Client
@@ -47,7 +56,7 @@ func dialIPMI(ctx context.Context, t Target) (Conn, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		per = max(100*time.Millisecond, time.Until(deadline)/(ipmiTries+1))
 	}
-	c.WithInterface(ipmi.InterfaceLanplus).WithTimeout(per).WithRetry(ipmiTries - 1)
+	c.WithInterface(ipmi.InterfaceLanplus).WithTimeout(per).WithRetry(ipmiTries - 1).WithCipherSuiteID(cipherSuites...)
 	if err := c.Connect(ctx); err != nil {
 		// No session: what go-ipmi opened is closed aside, bounded.
 		go closeQuietly(c)

@@ -59,6 +59,12 @@ func TestPowerFromBMCs(t *testing.T) {
 		return true, ""
 	})
 
+	// A login and a question to a BMC on the same host take milliseconds:
+	// none may wait on a step the BMC does not answer.
+	if m := suite.Metrics(t, ccm); metricLine(m, `baremetal_bmc_request_duration_seconds_bucket{protocol="ipmi",le="0.25"}`) != metricLine(m, `baremetal_bmc_request_duration_seconds_count{protocol="ipmi"}`) {
+		t.Errorf("IPMI questions over 250ms:\n%s", grepLines(m, `baremetal_bmc_request_duration_seconds`))
+	}
+
 	sims["pw-dark"].Stop()
 	sims["pw-off"].SetPower(false)
 	rf.SetPower("Off")
@@ -167,6 +173,16 @@ func writeSecret(t *testing.T, dir, name, value string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// metricLine is the value of the series named exactly so, "" if none.
+func metricLine(metrics, series string) string {
+	for _, l := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // grepLines are the lines of s that contain sub.

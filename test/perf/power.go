@@ -15,6 +15,7 @@ import (
 var (
 	bmcMachines = flag.Int("bmc-machines", 1000, "machines with a BMC in the power scenario")
 	ipmiSims    = flag.Int("ipmi-sims", 50, "ipmi_sim BMCs the power scenario's IPMI machines share (each takes a few sessions at once)")
+	powerProtos = flag.String("power-protocols", "redfish,ipmi", "the protocols the power scenario measures")
 	powerWindow = flag.Duration("power-window", 30*time.Second, "how long the power scenario measures each case")
 )
 
@@ -25,7 +26,7 @@ var (
 // window holds many questions; the CPU per question is what scales to the
 // shipped intervals.
 func (b *bench) powerScenarios(run int) error {
-	for _, protocol := range []string{"redfish", "ipmi"} {
+	for _, protocol := range strings.Split(*powerProtos, ",") {
 		if err := b.powerScenario(run, protocol); err != nil {
 			return fmt.Errorf("power over %s: %w", protocol, err)
 		}
@@ -138,7 +139,7 @@ func (b *bench) powerScenario(run int, protocol string) error {
 	// The background: no Node, so no machine is watched; the first
 	// questions spread over the 10 s interval.
 	if err := waitFor(time.Minute, func() bool { return questions() >= float64(n) }); err != nil {
-		return fmt.Errorf("every BMC asked once: %w", err)
+		return fmt.Errorf("every BMC asked once (%.0f answered, %.0f failed; log %s): %w", questions(), failures(), ccm.LogPath(), err)
 	}
 	if err := measure("background"); err != nil {
 		return err
