@@ -31,6 +31,10 @@ func TestValidate(t *testing.T) {
 		{name: "a password file that is not here", text: strings.Replace(good, "asn: 64500", "asn: 64500, passwordFile: /etc/baremetal/bgp/nowhere", 1)},
 		{name: "a selector that matches no machine: a warning", text: strings.Replace(good, "asn: 64500", "asn: 64500, nodeSelector: {matchLabels: {rack: rakc1}}", 1),
 			warnings: []string{`warning: bgp.peers[0].nodeSelector (line 5): matches no machine of the inventory (rack=rakc1)`}},
+		{name: "a BMC credential file that is not here: a warning", text: "inventory:\n  machines:\n  - name: a\n    bmc: {protocol: ipmi, address: 10.0.0.21, usernameFile: /etc/baremetal-bmc/a-user, passwordFile: /etc/baremetal-bmc/a-password}\n" + good,
+			warnings: []string{
+				"warning: inventory.machines[0].bmc.usernameFile (line 4): /etc/baremetal-bmc/a-user does not exist here; the CCM refuses the config unless it exists where it runs",
+				"warning: inventory.machines[0].bmc.passwordFile (line 4): /etc/baremetal-bmc/a-password does not exist here"}},
 		{name: "a flag that is no CIDR", text: good, args: []string{"--service-cluster-ip-range", "10.96.0.0"},
 			want: []string{`--service-cluster-ip-range: "10.96.0.0" is not a CIDR`}},
 	}
