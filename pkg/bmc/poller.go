@@ -320,17 +320,32 @@ func question(ctx context.Context, dial Dialer, t Target, conn Conn) (state Powe
 			}
 		}
 	}()
-	if conn == nil {
-		if conn, err = dial(ctx, t); err != nil {
-			return Unknown, nil, err
+	if conn != nil {
+		kept = conn
+		if state, err = conn.Power(ctx); err == nil {
+			return checked(state, kept)
 		}
+		// A kept session may have ended at the BMC (its inactivity
+		// timeout, a restart): one new session, within the same time.
+		conn.Close()
+		kept = nil
+	}
+	if conn, err = dial(ctx, t); err != nil {
+		return Unknown, nil, err
 	}
 	kept = conn
 	state, err = conn.Power(ctx)
-	if err == nil && state != On && state != Off {
-		err = fmt.Errorf("the BMC's answer %q is no power state", state)
+	if err != nil {
+		return Unknown, kept, err
 	}
-	return state, kept, err
+	return checked(state, kept)
+}
+
+func checked(state PowerState, conn Conn) (PowerState, Conn, error) {
+	if state != On && state != Off {
+		return Unknown, conn, fmt.Errorf("the BMC's answer %q is no power state", state)
+	}
+	return state, conn, nil
 }
 
 // wait is how long until a machine is asked again: its interval, doubled

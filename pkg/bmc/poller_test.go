@@ -292,3 +292,54 @@ func TestWatchedAskedAtOnce(t *testing.T) {
 	p.Watch([]string{"zz-late-in-the-hour"})
 	eventually(t, "asked once watched", func() bool { return state(p, "zz-late-in-the-hour") == Off })
 }
+
+// expiringSite's sessions answer once: a BMC that ends idle sessions
+// (its inactivity timeout, a reboot of the BMC) makes a kept session fail.
+type expiringSite struct {
+	mu    sync.Mutex
+	dials int
+}
+
+type onceConn struct {
+	s    *expiringSite
+	used bool
+}
+
+func (c *onceConn) Power(context.Context) (PowerState, error) {
+	if c.used {
+		return Unknown, errors.New("session expired")
+	}
+	c.used = true
+	return Off, nil
+}
+
+func (c *onceConn) Close() {}
+
+func (s *expiringSite) dial(context.Context, Target) (Conn, error) {
+	s.mu.Lock()
+	s.dials++
+	s.mu.Unlock()
+	return &onceConn{s: s}, nil
+}
+
+// TestExpiredSessionIsNoUnknown: a kept session that the BMC ended is
+// opened again within the same question; the machine's state does not
+// flap to Unknown (which would restart the out-of-service grace period).
+func TestExpiredSessionIsNoUnknown(t *testing.T) {
+	site := &expiringSite{}
+	p := NewPoller(Settings{Interval: 10 * time.Millisecond, Background: time.Hour, Timeout: 50 * time.Millisecond, Concurrency: 1}, site.dial)
+	var mu sync.Mutex
+	var changes []PowerState
+	p.OnChange = func(_ string, r Reading) { mu.Lock(); changes = append(changes, r.State); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	p.SetTargets(targets("a"))
+	p.Watch([]string{"a"})
+	eventually(t, "three sessions", func() bool { site.mu.Lock(); defer site.mu.Unlock(); return site.dials >= 3 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(changes) != 1 || changes[0] != Off {
+		t.Errorf("state changes %v, want [off]", changes)
+	}
+}
