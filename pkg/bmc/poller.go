@@ -327,7 +327,7 @@ func question(ctx context.Context, dial Dialer, t Target, conn Conn) (state Powe
 		}
 		// A kept session may have ended at the BMC (its inactivity
 		// timeout, a restart): one new session, within the same time.
-		conn.Close()
+		go conn.Close()
 		kept = nil
 	}
 	if conn, err = dial(ctx, t); err != nil {
