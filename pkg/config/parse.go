@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,7 +48,11 @@ func parse(data []byte, readSecrets bool) (*Config, error) {
 	if isNull(root) {
 		return nil, errors.New("the file is empty")
 	}
-	if errs := checkShape(root, reflect.TypeOf(cfg).Elem(), ""); len(errs) > 0 {
+	errs := checkShape(root, reflect.TypeOf(cfg).Elem(), "")
+	if err := checkVersion(root, errs); err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	if err := root.Decode(cfg); err != nil {
@@ -229,4 +234,45 @@ func Line(data []byte, path string) int {
 		}
 	}
 	return line
+}
+
+// APIVersion is the newest version of the cloud config this binary reads.
+// A release that adds fields names a new version; every binary reads the
+// versions up to its own (each only adds to the one before) and refuses a
+// newer one, naming what it does not know.
+const APIVersion = apiGroup + "v1alpha1"
+
+const apiGroup = "baremetal.cloudprovider.io/"
+
+// readVersions are the versions this binary reads, oldest first.
+var readVersions = []string{APIVersion}
+
+// checkVersion refuses a config of a version this binary does not read:
+// one written for a newer release (a rollback that kept the newer config),
+// with the fields it does not know (unknown, checkShape's errors), or one
+// that is not a cloud config of this provider at all.
+func checkVersion(root *yaml.Node, shapeErrs []error) error {
+	version := ""
+	for i := 0; root.Kind == yaml.MappingNode && i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "apiVersion" {
+			version = root.Content[i+1].Value
+		}
+	}
+	if version == "" || slices.Contains(readVersions, version) {
+		return nil
+	}
+	if !strings.HasPrefix(version, apiGroup) {
+		return fmt.Errorf("apiVersion: %q is not a version of this provider's cloud config (%s)", version, APIVersion)
+	}
+	var unknown []string
+	for _, err := range shapeErrs {
+		if strings.Contains(err.Error(), ": unknown field ") {
+			unknown = append(unknown, strings.SplitN(err.Error(), ": unknown field ", 2)[0])
+		}
+	}
+	what := "no field it does not know"
+	if len(unknown) > 0 {
+		what = "fields it does not know: " + strings.Join(unknown, ", ")
+	}
+	return fmt.Errorf("apiVersion: %q is newer than this binary reads (%s): the config was written for a newer release (%s). Run that release, or go back to the config this release was given (docs/operations/upgrade.md)", version, strings.Join(readVersions, ", "), what)
 }

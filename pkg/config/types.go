@@ -13,6 +13,9 @@ import (
 
 // Config is the whole cloud-config file.
 type Config struct {
+	// APIVersion names the version of the file's format; empty is the
+	// first, baremetal.cloudprovider.io/v1alpha1.
+	APIVersion   string       `yaml:"apiVersion"`
 	Inventory    Inventory    `yaml:"inventory"`
 	LoadBalancer LoadBalancer `yaml:"loadBalancer"`
 	BGP          BGP          `yaml:"bgp"`

@@ -462,3 +462,23 @@ func TestEveryAlertHasItsRunbook(t *testing.T) {
 		}
 	}
 }
+
+// TestNewerConfigMessageIsTheBinarys: the upgrade page shows what an
+// older binary says of a config of a newer version; it is what the code
+// says of one.
+func TestNewerConfigMessageIsTheBinarys(t *testing.T) {
+	blocks, err := framework.MarkdownBlocks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got := config.Parse([]byte("apiVersion: baremetal.cloudprovider.io/v1alpha2\ninventory:\n  fencing: {}\n"))
+	for _, b := range blocks {
+		if strings.HasSuffix(b.File, "upgrade.md") && b.Heading == "The config's version" && b.Lang == "" {
+			if got == nil || strings.TrimSpace(b.Text) != got.Error() {
+				t.Errorf("%s:%d shows\n%s\nthe binary says\n%v", b.File, b.Line, b.Text, got)
+			}
+			return
+		}
+	}
+	t.Error("no message block under \"The config's version\" in upgrade.md")
+}
