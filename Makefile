@@ -205,7 +205,7 @@ e2e: tools build $(METALLB)
 # static pod; needs root (installs runc, nftables, CNI plugins).
 CLUSTERFLAGS ?=
 cluster-test: tools $(HELM) node-tools cluster-images e2e-tools previous
-	test -f $(DIST)/SHA256SUMS || $(MAKE) release VERSION=$(TEST_RELEASE)
+	test -f $(DIST)/SHA256SUMS || $(MAKE) release VERSION=$(RELEASE)
 	$(GO) test -count=1 -timeout 60m ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
 
 # The commit before this one, as a site runs it before an upgrade: its
@@ -253,12 +253,14 @@ release: $(HELM) $(IMAGE_TOOL) $(TOOLS_BIN)/cyclonedx-gomod
 	@case "$(VERSION)" in v*) ;; *) echo "make release VERSION=vX.Y.Z" >&2; exit 1;; esac
 	GO='$(GO)' LDFLAGS='$(LDFLAGS)' IMAGE_REPO=$(IMAGE_REPO) VERSION=$(VERSION) DIST=$(DIST) hack/release.sh
 
-# The release make test builds and checks (test/release), and the one the
-# real-cluster tests install and upgrade to.
-TEST_RELEASE := v0.1.0
+# The release being made, named here only: the chart's version, the
+# CHANGELOG's section, the docs' commands and deploy/'s images follow it
+# (test/docs TestTheReleaseIsNamedOnce). make test builds and checks it
+# (test/release), and the real-cluster tests install and upgrade to it.
+RELEASE := v0.1.0
 release-test:
-	$(MAKE) release VERSION=$(TEST_RELEASE)
-	$(GO) test -count=1 -timeout 20m ./test/release/ -args -version $(TEST_RELEASE)
+	$(MAKE) release VERSION=$(RELEASE)
+	$(GO) test -count=1 -timeout 20m ./test/release/ -args -version $(RELEASE)
 
 # Needs root to install gobgpd (Debian's) when it is missing.
 demo: control-plane build

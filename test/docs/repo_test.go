@@ -78,3 +78,60 @@ func TestActionsPinnedByCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestTheReleaseIsNamedOnce: the release being made is named in one
+// place, the Makefile's RELEASE, and everything that names it agrees: the
+// chart's version and appVersion, the CHANGELOG section that becomes its
+// notes, the commands of the README and the install page, deploy/'s
+// images and labels, the release test's default.
+func TestTheReleaseIsNamedOnce(t *testing.T) {
+	root := framework.RepoRoot()
+	read := func(rel string) string {
+		data, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	m := regexp.MustCompile(`(?m)^RELEASE := (v(\d+\.\d+\.\d+))$`).FindStringSubmatch(read("Makefile"))
+	if m == nil {
+		t.Fatal("the Makefile names no RELEASE := vX.Y.Z")
+	}
+	tag, semver := m[1], m[2]
+	chart := read("deploy/chart/baremetal-cloud-controller-manager/Chart.yaml")
+	for _, want := range []string{"\nversion: " + semver + "\n", "\nappVersion: " + tag + "\n"} {
+		if !strings.Contains(chart, want) {
+			t.Errorf("Chart.yaml does not have %q", strings.TrimSpace(want))
+		}
+	}
+	changelog := read("CHANGELOG.md")
+	for _, want := range []string{"\n## [" + semver + "]", "\n[" + semver + "]: https://github.com/cloud-provider-baremetal/cloud-provider-baremetal/releases/tag/" + tag} {
+		if !strings.Contains(changelog, want) {
+			t.Errorf("CHANGELOG.md does not have %q (the section that becomes the release's notes)", strings.TrimSpace(want))
+		}
+	}
+	versions := regexp.MustCompile(`--version (\d+\.\d+\.\d+)|VERSION=(v\d+\.\d+\.\d+)|baremetal-cloud-controller-manager:(v\d+\.\d+\.\d+)|app.kubernetes.io/version: "(v\d+\.\d+\.\d+)"`)
+	files := []string{"README.md", "docs/operations/install.md", "docs/getting-started.md", "deploy/chart/baremetal-cloud-controller-manager/README.md"}
+	manifests, _ := filepath.Glob(filepath.Join(root, "deploy", "*.yaml"))
+	for _, f := range manifests {
+		rel, _ := filepath.Rel(root, f)
+		files = append(files, rel)
+	}
+	seen := 0
+	for _, f := range files {
+		for _, found := range versions.FindAllStringSubmatch(read(f), -1) {
+			seen++
+			for _, v := range found[1:] {
+				if v != "" && v != semver && v != tag {
+					t.Errorf("%s names %q, not the release %s", f, found[0], tag)
+				}
+			}
+		}
+	}
+	if seen < 10 {
+		t.Errorf("found the release named %d times; the patterns are broken", seen)
+	}
+	if !strings.Contains(read("test/release/release_test.go"), `flag.String("version", "`+tag+`"`) {
+		t.Errorf("test/release's -version default is not %s", tag)
+	}
+}
