@@ -27,6 +27,8 @@ import (
 //     release's OCI index imported into containerd: the replicas roll one
 //     at a time, the router's kernel never deletes a VIP or pod-CIDR route,
 //     and a client connecting every 50 ms sees no failure;
+//   - helm rollback to the first revision, the previous chart and its
+//     values: the same, back on the previous image;
 //   - the README's removal: the LoadBalancer Services first, then helm
 //     uninstall, then the Lease; nothing of the release is left.
 //
@@ -171,38 +173,53 @@ func TestReleasedChartInstallsUpgradesAndUninstalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(neighbours.Stop)
-	stop := make(chan struct{})
-	stream := startStream(vip+":80", stop)
-	rollout := watchRollout(t)
-	ingress := watchIngress(t, ns, "echo-upgrade")
+	// through runs a rollout (step) while a client connects to the VIP
+	// every 50 ms, and checks what a site sees: no failed connection, a
+	// ready replica at every moment, the Service's address kept, both
+	// replicas on image at the end.
+	through := func(what, image string, step func()) {
+		t.Helper()
+		stop := make(chan struct{})
+		stream := startStream(vip+":80", stop)
+		rollout := watchRollout(t)
+		ingress := watchIngress(t, ns, "echo-upgrade")
+		started := time.Now()
+		t.Logf("%s started at %s", what, started.Format("15:04:05.000"))
+		step()
+		readyReplicas(t, 2, image)
+		t.Logf("%s to %s rolled both replicas in %s, a router in maintenance and BFD on", what, image, time.Since(started).Round(100*time.Millisecond))
+		bfdUp("the router's BFD sessions with both replicas up after " + what)
+		time.Sleep(2 * time.Second)
+		close(stop)
+		<-stream.done
+		minReady, seen := rollout()
+		if statuses := ingress(); len(statuses) != 1 || statuses[0] != vip {
+			t.Errorf("the Service's status.loadBalancer through %s went through %q; it must stay [%s]", what, statuses, vip)
+		}
+		ok, failed := stream.counts()
+		t.Logf("through %s: %d connections answered, %d failed; at least %d replica ready at every moment; pods seen: %v", what, ok, failed, minReady, seen)
+		if failed > 0 || ok == 0 {
+			t.Errorf("a client connecting every 50 ms saw %d failures of %d through %s: %v\nthe router's kernel meanwhile:\n%s\nits neighbour entries:\n%s", failed, ok+failed, what, stream.errors, monitor.Logs(), neighbours.Logs())
+		}
+		if minReady < 1 {
+			t.Errorf("%s left no ready replica at some moment (pods seen: %v)", what, seen)
+		}
+		if deleted := framework.RouteDeletions(monitor.Logs(), "", watched); len(deleted) > 0 {
+			t.Errorf("the router's kernel deleted routes up to the end of %s:\n%s", what, strings.Join(deleted, "\n"))
+		}
+	}
 
 	released := framework.ShippedImage()
-	upgraded := time.Now()
-	t.Logf("helm upgrade started at %s", upgraded.Format("15:04:05.000"))
-	helm("upgrade", "ccm", filepath.Join(framework.RepoRoot(), "dist", "baremetal-cloud-controller-manager-"+strings.TrimPrefix(released[strings.LastIndex(released, ":")+1:], "v")+".tgz"),
-		"--namespace", "kube-system", "--values", values, "--wait", "--timeout", "5m")
-	readyReplicas(t, 2, released)
-	t.Logf("helm upgrade to %s rolled both replicas in %s, a router in maintenance and BFD on", released, time.Since(upgraded).Round(100*time.Millisecond))
-	bfdUp("the router's BFD sessions with both new replicas up")
-	time.Sleep(2 * time.Second)
-	close(stop)
-	<-stream.done
-	minReady, seen := rollout()
-	if statuses := ingress(); len(statuses) != 1 || statuses[0] != vip {
-		t.Errorf("the Service's status.loadBalancer through the upgrade went through %q; it must stay [%s]", statuses, vip)
-	}
-	ok, failed := stream.counts()
-	t.Logf("through the upgrade: %d connections answered, %d failed; at least %d replica ready at every moment; pods seen: %v", ok, failed, minReady, seen)
-	if failed > 0 || ok == 0 {
-		t.Errorf("a client connecting every 50 ms saw %d failures of %d through the upgrade: %v\nthe router's kernel meanwhile:\n%s\nits neighbour entries:\n%s", failed, ok+failed, stream.errors, monitor.Logs(), neighbours.Logs())
-	}
-	if minReady < 1 {
-		t.Errorf("the rollout left no ready replica at some moment (pods seen: %v)", seen)
-	}
-	if deleted := framework.RouteDeletions(monitor.Logs(), "", watched); len(deleted) > 0 {
-		t.Errorf("the router's kernel deleted routes during the upgrade:\n%s", strings.Join(deleted, "\n"))
-	}
+	through("helm upgrade", released, func() {
+		helm("upgrade", "ccm", filepath.Join(framework.RepoRoot(), "dist", "baremetal-cloud-controller-manager-"+strings.TrimPrefix(released[strings.LastIndex(released, ":")+1:], "v")+".tgz"),
+			"--namespace", "kube-system", "--values", values, "--wait", "--timeout", "5m")
+	})
 	noRestarts(t, "after the upgrade")
+	// Going back, as docs/operations/upgrade.md says: helm rollback to the
+	// first revision, the previous chart with its values (its config).
+	through("helm rollback", previousName, func() {
+		helm("rollback", "ccm", "1", "--namespace", "kube-system", "--wait", "--timeout", "5m")
+	})
 	for _, n := range lab.Nodes[:2] {
 		noForbidden(t, ccmLogsOn(n, "ccm-"))
 	}

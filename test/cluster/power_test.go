@@ -19,7 +19,7 @@ import (
 )
 
 // oobIP is the lab's out-of-band host, where the BMCs answer.
-const oobIP = "10.252.0.250"
+const oobIP = "10.252.0.240"
 
 // TestPowerOffFencedByTheBMC is non-graceful node shutdown on a real
 // cluster: a worker running a StatefulSet's pod loses power (its kubelet,
