@@ -20,7 +20,7 @@ func TestCommandLine(t *testing.T) {
 		"Usage:\n  baremetal-cloud-controller-manager [flags]",
 		`--cloud-provider string`, `(default "baremetal")`,
 		"--cloud-config", "--concurrent-pv-label-syncs", "--leader-elect",
-		"cloud-node-controller, cloud-node-lifecycle-controller, node-route-controller, pv-label-controller, service-lb-controller",
+		"cloud-node-controller, cloud-node-lifecycle-controller, node-route-controller, out-of-service-controller, pv-label-controller, service-lb-controller",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help does not show %q", want)
