@@ -111,8 +111,8 @@ func (l *Lab) kubeadmInit(cp *Node) error {
 	if err != nil {
 		return err
 	}
-	config, err := LabCopy("deploy/kubeadm/init.yaml", [][2]string{
-		{"networking:\n  podSubnet: " + PodSubnet + "\n  serviceSubnet: 10.96.0.0/12\n", networking}}, labOnly)
+	config, err := LabCopy("deploy/kubeadm/init.yaml", append([][2]string{
+		{"networking:\n  podSubnet: " + PodSubnet + "\n  serviceSubnet: 10.96.0.0/12\n", networking}}, l.withoutCloudProvider()...), labOnly)
 	if err != nil {
 		return err
 	}
@@ -144,11 +144,11 @@ func (l *Lab) Join(n *Node) error {
 	if err != nil {
 		return err
 	}
-	config, err := LabCopy("deploy/kubeadm/join.yaml", [][2]string{
+	config, err := LabCopy("deploy/kubeadm/join.yaml", append([][2]string{
 		{"control-plane.lab.example:6443", cp.IP + ":6443"},
 		{"abcdef.0123456789abcdef", token},
 		{"sha256:0000000000000000000000000000000000000000000000000000000000000000", hash},
-	}, "")
+	}, l.withoutCloudProvider()...), "")
 	if err != nil {
 		return err
 	}
@@ -169,6 +169,19 @@ func (l *Lab) Join(n *Node) error {
 		return fmt.Errorf("node %s joined but registered no Node: %w\n%s", n.Name, err, framework.Tail(n.kubelet.Logs(), 20))
 	}
 	return nil
+}
+
+// externalFlag is the kubelet's flag in the project's kubeadm files.
+const externalFlag = "nodeRegistration:\n  kubeletExtraArgs:\n  - name: cloud-provider\n    value: external\n"
+
+// withoutCloudProvider takes the kubelet's --cloud-provider=external out
+// of the project's kubeadm files when the lab is a cluster made before
+// its CCM.
+func (l *Lab) withoutCloudProvider() [][2]string {
+	if l.external {
+		return nil
+	}
+	return [][2]string{{externalFlag, ""}}
 }
 
 // caCertHash is kubeadm's discovery hash: SHA-256 of the CA's public key.

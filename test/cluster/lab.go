@@ -57,6 +57,9 @@ type Lab struct {
 
 	images   []string
 	stopping chan struct{}
+	// external: the kubelets run with --cloud-provider=external, as the
+	// project's kubeadm files say.
+	external bool
 }
 
 // bgpdConf peers with the control-plane node, where the CCM runs.
@@ -115,12 +118,23 @@ func imageFiles() []string {
 // Up builds the lab with one control-plane node and the given number of
 // workers, and makes it a cluster with kubeadm. ccmImages are the CCM's
 // image tarballs (or OCI layout tars), loaded on every node.
-func Up(dir string, workers int, ccmImages ...string) (_ *Lab, err error) {
+func Up(dir string, workers int, ccmImages ...string) (*Lab, error) {
+	return up(dir, workers, true, ccmImages)
+}
+
+// UpWithoutCloudProvider is a cluster as a site built it before it had a
+// CCM: kubeadm's files without the kubelets' --cloud-provider=external, so
+// their Nodes register initialised, without the uninitialized taint.
+func UpWithoutCloudProvider(dir string, workers int, ccmImages ...string) (*Lab, error) {
+	return up(dir, workers, false, ccmImages)
+}
+
+func up(dir string, workers int, external bool, ccmImages []string) (_ *Lab, err error) {
 	if err := Check(); err != nil {
 		return nil, err
 	}
 	Down()
-	l := &Lab{Dir: dir, stopping: make(chan struct{})}
+	l := &Lab{Dir: dir, stopping: make(chan struct{}), external: external}
 	defer func() {
 		if err != nil {
 			l.Stop()

@@ -205,6 +205,16 @@ func (n *Node) StopKubelet() {
 	}
 }
 
+// RestartKubelet restarts the kubelet with the flags kubeadm's files now
+// give it (systemctl restart kubelet, on a node with systemd); the node's
+// containers go on running.
+func (n *Node) RestartKubelet() error {
+	n.StopKubelet()
+	done := make(chan struct{})
+	close(done)
+	return n.startKubelet(done)
+}
+
 // PowerOff is the machine losing power: its kubelet, containerd, the
 // shims and every container are killed at once, with nothing told to the
 // API server; its network namespace, disks (directories) and images stay,
@@ -231,9 +241,7 @@ func (n *Node) PowerOn() error {
 	if err := n.startContainerd(); err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	close(done)
-	return n.startKubelet(done)
+	return n.RestartKubelet()
 }
 
 // makeCgroups creates the node's cgroup root in every cgroup v1 hierarchy

@@ -19,7 +19,10 @@ import (
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/test/framework"
 )
 
-var workers = flag.Int("workers", 2, "worker nodes the lab starts with")
+var (
+	workers     = flag.Int("workers", 2, "worker nodes the lab starts with")
+	noCloudFlag = flag.Bool("lab-without-cloud-provider", false, "make the lab as a site made its cluster before a CCM: kubelets without --cloud-provider=external (TestAdoptingARunningCluster needs it; the other tests need it off)")
+)
 
 // lab is the cluster every test of the package shares; the tests run one
 // after the other, each leaving it as it found it.
@@ -79,7 +82,11 @@ func upWatching(dir string) (*Lab, error) {
 			return nil, fmt.Errorf("%w (make release VERSION=%s, make previous)", err, "v0.1.0")
 		}
 	}
-	l, err := Up(dir, 0, ccmImage, releaseImage, previousImage)
+	up := Up
+	if *noCloudFlag {
+		up = UpWithoutCloudProvider
+	}
+	l, err := up(dir, 0, ccmImage, releaseImage, previousImage)
 	if err != nil {
 		return nil, err
 	}
