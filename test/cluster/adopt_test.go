@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -102,43 +101,50 @@ func TestAdoptingARunningCluster(t *testing.T) {
 	nodesInitialised(t, nodeNames()...)
 	vip := framework.WaitIngress(t, lab.Admin, ns, app, 1)[0]
 	answers(t, vip, 10)
-	if after := podsNow(t); !samePods(before, after) {
-		t.Errorf("pods restarted or were replaced by the adoption:\nbefore %v\nafter  %v", before, after)
+	// No pod replaced, none restarted; but kube-proxy, which exits
+	// whenever its Node's IPs change (upstream's design): here the
+	// inventory adds each node's IPv6 address to the IPv4 one its kubelet
+	// reported, so each restarts once, as the page says.
+	after := podsNow(t)
+	for name, was := range before {
+		now, ok := after[name]
+		switch {
+		case !ok:
+			t.Errorf("pod %s (UID %s) was replaced by the adoption", name, was.uid)
+		case now.uid != was.uid:
+			t.Errorf("pod %s was recreated by the adoption", name)
+		case strings.HasPrefix(name, "kube-system/kube-proxy-") && now.restarts <= was.restarts+1:
+		case now.restarts != was.restarts:
+			t.Errorf("pod %s restarted %d times during the adoption", name, now.restarts-was.restarts)
+		}
 	}
+}
+
+type podState struct {
+	uid      string
+	restarts int32
 }
 
 // podsNow is every pod of the cluster but the CCM's, with its UID and
 // its containers' restarts.
-func podsNow(t *testing.T) map[string]string {
+func podsNow(t *testing.T) map[string]podState {
 	t.Helper()
 	pods, err := lab.Admin.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	out := map[string]podState{}
 	for _, p := range pods.Items {
 		if strings.HasPrefix(p.Name, "baremetal-cloud-controller-manager") {
 			continue
 		}
-		restarts := int32(0)
+		st := podState{uid: string(p.UID)}
 		for _, c := range p.Status.ContainerStatuses {
-			restarts += c.RestartCount
+			st.restarts += c.RestartCount
 		}
-		out[p.Namespace+"/"+p.Name] = fmt.Sprintf("%s restarts=%d", p.UID, restarts)
+		out[p.Namespace+"/"+p.Name] = st
 	}
 	return out
-}
-
-func samePods(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // runPage runs the shell block under heading of the adoption page with
