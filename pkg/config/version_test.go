@@ -22,22 +22,27 @@ func TestAPIVersion(t *testing.T) {
 		{"a typo under this version is a plain unknown field", "apiVersion: baremetal.cloudprovider.io/v1alpha1\ninventry: {}\n", []string{`inventry: unknown field "inventry"`}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.in))
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("accepted; want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { parsesAs(t, tt.in, tt.want) })
+	}
+}
+
+// parsesAs checks that in parses (want empty) or is refused with an error
+// that says each of want.
+func parsesAs(t *testing.T, in string, want []string) {
+	t.Helper()
+	_, err := Parse([]byte(in))
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("accepted; want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
 	}
 }
