@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,10 +12,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
 )
 
 // A Redfish client of the few resources a power question needs (DMTF
@@ -50,9 +50,9 @@ func dialRedfish(ctx context.Context, t Target) (Conn, error) {
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // only when the config says so
 	if t.CAFile != "" {
-		pool, err := readCAs(t.CAFile)
+		pool, err := config.ReadCertPool(t.CAFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading tls.caFile: %w", err)
 		}
 		tlsConfig.RootCAs = pool
 	}
@@ -80,18 +80,6 @@ func dialRedfish(ctx context.Context, t Target) (Conn, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-func readCAs(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading tls.caFile: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("tls.caFile %s holds no PEM certificate", path)
-	}
-	return pool, nil
 }
 
 // login opens a session (Redfish Session login) and keeps its token.

@@ -243,14 +243,17 @@ func (b *BMC) Credentials() (user, password string, err error) {
 }
 
 // CertPool reads tls.caFile.
-func (b *BMC) CertPool() (*x509.CertPool, error) {
-	data, err := readBounded(b.TLS.CAFile, 1<<20)
+func (b *BMC) CertPool() (*x509.CertPool, error) { return ReadCertPool(b.TLS.CAFile) }
+
+// ReadCertPool reads a file of PEM certificates, of at most 1 MiB.
+func ReadCertPool(path string) (*x509.CertPool, error) {
+	data, err := readBounded(path, 1<<20)
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", b.TLS.CAFile)
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
 	}
 	return pool, nil
 }
