@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -220,12 +221,19 @@ func Eligible(node *v1.Node) bool {
 
 // Ready is the Node's Ready condition.
 func Ready(node *v1.Node) bool {
+	ready, _ := Readiness(node)
+	return ready
+}
+
+// Readiness is whether the Node is Ready, and when that last changed
+// (zero without a Ready condition).
+func Readiness(node *v1.Node) (bool, time.Time) {
 	for _, c := range node.Status.Conditions {
 		if c.Type == v1.NodeReady {
-			return c.Status == v1.ConditionTrue
+			return c.Status == v1.ConditionTrue, c.LastTransitionTime.Time
 		}
 	}
-	return false
+	return false, time.Time{}
 }
 
 // Initialised is whether the cloud node controller has initialised the

@@ -212,22 +212,13 @@ func (c *Cloud) InstanceShutdown(_ context.Context, node *v1.Node) (bool, error)
 	if !ok {
 		return false, nil
 	}
-	if r, has := c.power.Power(node); has && r.State != bmc.Unknown && !r.Answered.Before(readySince(node)) {
+	// An answer from before the Node's readiness last changed may describe
+	// a machine since powered on again (or off): it is not taken for now.
+	_, changed := desired.Readiness(node)
+	if r, has := c.power.Power(node); has && r.State != bmc.Unknown && !r.Answered.Before(changed) {
 		return r.State == bmc.Off, nil
 	}
 	return m.PowerState == config.PowerOff, nil
-}
-
-// readySince is when the Node's readiness last changed: a BMC's answer
-// from before it may describe a machine since powered on again (or off),
-// so it is not taken for the machine's state now.
-func readySince(node *v1.Node) time.Time {
-	for _, c := range node.Status.Conditions {
-		if c.Type == v1.NodeReady {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
 }
 
 // OutOfService is inventory.outOfService in force.

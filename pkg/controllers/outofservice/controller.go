@@ -25,6 +25,7 @@ import (
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/bmc"
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config"
+	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/desired"
 )
 
 const (
@@ -163,21 +164,11 @@ func (c *Controller) Sync(ctx context.Context) {
 
 func (c *Controller) view(node *v1.Node) NodeView {
 	v := NodeView{Tainted: tainted(node)}
-	v.Ready, v.Transition = readiness(node)
+	v.Ready, v.Transition = desired.Readiness(node)
 	_, v.Ours = node.Annotations[Annotation]
 	r, ok := c.power.NodePower(node)
 	v.HasBMC, v.Power, v.Since, v.Answered = ok, r.State, r.Since, r.Answered
 	return v
-}
-
-// readiness is whether the Node is Ready, and since when it is or is not.
-func readiness(node *v1.Node) (bool, time.Time) {
-	for _, c := range node.Status.Conditions {
-		if c.Type == v1.NodeReady {
-			return c.Status == v1.ConditionTrue, c.LastTransitionTime.Time
-		}
-	}
-	return false, time.Time{}
 }
 
 func tainted(node *v1.Node) bool {
