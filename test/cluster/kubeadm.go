@@ -29,6 +29,13 @@ conntrack:
   maxPerCore: 0
 `
 
+// labAPICallTimeout gives kubeadm init's first API call (it makes the
+// admin's ClusterRoleBinding before waiting for the control plane) four
+// minutes instead of one. A lab kubelet that starts slowly (seen in CI: its
+// runtime-dependent modules took 10 s, then it admitted one static pod per
+// 10 s node-status period) had not started etcd when the minute was up.
+const labAPICallTimeout = "timeouts:\n  kubernetesAPICall: 4m0s\n"
+
 // kubeletDropIn is the node's kubelet configuration for this machine, a
 // drop-in (--config-dir) over what kubeadm writes, as a site adds its own
 // settings: cgroup v1 with cgroupfs under the node's own cgroup root, a
@@ -96,7 +103,11 @@ func (n *Node) kubeadm(args ...string) error {
 		err = kerr
 	}
 	if err != nil {
-		return fmt.Errorf("kubeadm %s on %s: %w\n%s", args[0], n.Name, err, framework.Tail(out, 40))
+		kubelet := "(not started)"
+		if n.kubelet != nil {
+			kubelet = framework.Tail(n.kubelet.Logs(), 15)
+		}
+		return fmt.Errorf("kubeadm %s on %s: %w\n%s\nthe kubelet's last lines:\n%s", args[0], n.Name, err, framework.Tail(out, 40), kubelet)
 	}
 	return nil
 }
@@ -112,7 +123,8 @@ func (l *Lab) kubeadmInit(cp *Node) error {
 		return err
 	}
 	config, err := LabCopy("deploy/kubeadm/init.yaml", append([][2]string{
-		{"networking:\n  podSubnet: " + PodSubnet + "\n  serviceSubnet: 10.96.0.0/12\n", networking}}, l.withoutCloudProvider()...), labOnly)
+		{"networking:\n  podSubnet: " + PodSubnet + "\n  serviceSubnet: 10.96.0.0/12\n", networking},
+		{"kind: InitConfiguration\n", "kind: InitConfiguration\n" + labAPICallTimeout}}, l.withoutCloudProvider()...), labOnly)
 	if err != nil {
 		return err
 	}
