@@ -30,7 +30,7 @@ LDFLAGS := -s -w \
 # "context deadline exceeded" and no failing input (go.dev/issue/75804).
 FUZZTIME ?= 40000x
 
-.PHONY: previous all build control-plane tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image release release-test release-tools chart-docs
+.PHONY: minor-tools minors-test previous all build control-plane tools manifests node-tools e2e-tools conformance cluster-images cluster cluster-down cluster-test test unit integration chaos e2e fuzz bench lint demo clean image release release-test release-tools chart-docs
 
 all: build
 
@@ -151,6 +151,37 @@ $(IMAGES_DIR)/echo.tar: $(TOOLS_BIN)/echo $(IMAGE_TOOL)
 	@mkdir -p $(IMAGES_DIR)
 	$(IMAGE_TOOL) -binary $< -tag baremetal.test/echo:v1 -out $@
 
+# The older Kubernetes minors a release supports (README "Kubernetes
+# versions"): each one's control plane, node stack, kubeadm, kubectl and
+# e2e.test from its own module (hack/tools/k8s-1.NN), in
+# hack/tools/bin/k8s-1.NN beside links to the tools every minor shares
+# (etcd, containerd, CoreDNS, helm, ...), with the images that minor's
+# kubeadm and e2e.test ask for. The tests run on it when
+# BAREMETAL_TOOLS_BIN names that directory (make minors-test).
+MINORS := 1.36 1.35
+RELEASE_OF_1.36 := v1.36.3
+RELEASE_OF_1.35 := v1.35.4
+AGNHOST_OF_1.36 := 2.63.0
+AGNHOST_OF_1.35 := 2.59
+MINOR_KUBE := kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
+MINOR_TOOLS := $(foreach m,$(MINORS),$(TOOLS_BIN)/k8s-$(m)/.built)
+minor-tools: $(MINOR_TOOLS)
+$(TOOLS_BIN)/k8s-%/.built: hack/tools/k8s-%/go.mod hack/tools/k8s-%/go.sum tools node-tools cluster-images e2e-tools
+	$(eval M := $*)
+	$(eval V := $(RELEASE_OF_$(M)))
+	$(eval D := $(TOOLS_BIN)/k8s-$(M))
+	$(eval FLAGS := -trimpath -ldflags '-X k8s.io/component-base/version.gitVersion=$(V) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(M))) -X k8s.io/component-base/version.gitTreeState=clean')
+	mkdir -p $(D)/images
+	cd hack/tools/k8s-$(M) && CGO_ENABLED=0 $(GO) build $(FLAGS) -o ../bin/k8s-$(M)/ $(addprefix k8s.io/kubernetes/cmd/,$(MINOR_KUBE)) k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo
+	cd hack/tools/k8s-$(M) && CGO_ENABLED=0 $(GO) test -c $(FLAGS) -o ../bin/k8s-$(M)/e2e.test k8s.io/kubernetes/test/e2e
+	for f in $(TOOLS_BIN)/*; do n=$$(basename $$f); case $$n in k8s-*|images) continue;; esac; test -e $(D)/$$n || ln -s ../$$n $(D)/$$n; done
+	for f in etcd pause echo coredns; do ln -sf ../../images/$$f.tar $(D)/images/$$f.tar; done
+	for c in apiserver controller-manager scheduler proxy; do \
+		$(IMAGE_TOOL) -binary $(D)/kube-$$c -user 0:0 -tag registry.k8s.io/kube-$$c:$(V) -out $(D)/images/kube-$$c.tar \
+			$$( [ $$c = proxy ] && echo -with /usr/sbin/nft -with /etc/protocols ) || exit 1; done
+	$(IMAGE_TOOL) -binary $(D)/agnhost -path /agnhost -user 0:0 -tag registry.k8s.io/e2e-test-images/agnhost:$(AGNHOST_OF_$(M)) -cmd pause -out $(D)/images/agnhost.tar -with /bin/sh -with /bin/sleep -with /bin/grep -with /usr/bin/curl -with /usr/bin/wget -with /usr/bin/nc
+	echo $(V) > $@
+
 # The release's and CI's tools, from their Go modules (hack/release/go.mod):
 # actionlint for the workflows, helm-docs for the chart's README,
 # cyclonedx-gomod for the SBOM.
@@ -210,6 +241,19 @@ cluster-test: tools $(HELM) node-tools cluster-images e2e-tools previous
 	test -f $(DIST)/SHA256SUMS || $(MAKE) release VERSION=$(RELEASE)
 	$(GO) test -count=1 -timeout 60m -skip TestAdoptingARunningCluster ./test/cluster/... $(if $(CLUSTERFLAGS),-args $(CLUSTERFLAGS))
 	$(GO) test -count=1 -timeout 20m -run TestAdoptingARunningCluster ./test/cluster/ -args -lab-without-cloud-provider
+
+# The integration suite and the lab cluster (kubeadm, kubelets, the CCM as
+# a static pod and as a Deployment, and upstream's LoadBalancer and
+# dual-stack specs that exist in that minor) on each older minor; make test
+# runs them on the newest. The release workflow runs it for every tag.
+MINORS_CLUSTER_TESTS := TestCCMAsAStaticPod|TestCCMAsADeployment
+minors-test: $(MINOR_TOOLS) build $(HELM) previous
+	test -f $(DIST)/SHA256SUMS || $(MAKE) release VERSION=$(RELEASE)
+	for m in $(MINORS); do \
+		echo "== Kubernetes $$m"; \
+		BAREMETAL_TOOLS_BIN=$(TOOLS_BIN)/k8s-$$m $(GO) test -count=1 -timeout 20m ./test/integration/... || exit 1; \
+		BAREMETAL_TOOLS_BIN=$(TOOLS_BIN)/k8s-$$m $(GO) test -count=1 -timeout 40m -run '$(MINORS_CLUSTER_TESTS)' ./test/cluster/ || exit 1; \
+	done
 
 # The commit before this one, as a site runs it before an upgrade: its
 # chart and its image (bin/previous/), which the real-cluster tests install

@@ -8,7 +8,9 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -122,9 +124,13 @@ func (l *Lab) kubeadmInit(cp *Node) error {
 	if err != nil {
 		return err
 	}
-	config, err := LabCopy("deploy/kubeadm/init.yaml", append([][2]string{
+	release, err := kubeadmRelease()
+	if err != nil {
+		return err
+	}
+	config, err := LabCopy("deploy/kubeadm/init.yaml", append(append([][2]string{
 		{"networking:\n  podSubnet: " + PodSubnet + "\n  serviceSubnet: 10.96.0.0/12\n", networking},
-		{"kind: InitConfiguration\n", "kind: InitConfiguration\n" + labAPICallTimeout}}, l.withoutCloudProvider()...), labOnly)
+		{"kind: InitConfiguration\n", "kind: InitConfiguration\n" + labAPICallTimeout}}, release...), l.withoutCloudProvider()...), labOnly)
 	if err != nil {
 		return err
 	}
@@ -140,6 +146,42 @@ func (l *Lab) kubeadmInit(cp *Node) error {
 	}
 	go l.writeCNIConfig(cp)
 	return nil
+}
+
+// kubeadmRelease makes init.yaml name the release of the kubeadm the lab
+// runs, where that is an older minor's (make minors-test), with the etcd
+// and CoreDNS images the lab has (one of each, whatever the minor; a
+// site's kubeadm takes other tags the same way).
+func kubeadmRelease() ([][2]string, error) {
+	raw, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "deploy", "kubeadm", "init.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	m := regexp.MustCompile(`kubernetesVersion: (\S+)\n`).FindStringSubmatch(string(raw))
+	if m == nil {
+		return nil, fmt.Errorf("deploy/kubeadm/init.yaml names no kubernetesVersion")
+	}
+	out, err := exec.Command(filepath.Join(framework.ToolsBin(), "kubeadm"), "version", "-o", "short").Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubeadm version: %w", err)
+	}
+	release := strings.TrimSpace(string(out))
+	if release == m[1] {
+		return nil, nil
+	}
+	tag := func(image string) (string, error) {
+		name, err := ImageName(filepath.Join(framework.ToolsBin(), "images", image))
+		return name[strings.LastIndex(name, ":")+1:], err
+	}
+	etcd, err := tag("etcd.tar")
+	if err != nil {
+		return nil, err
+	}
+	dns, err := tag("coredns.tar")
+	if err != nil {
+		return nil, err
+	}
+	return [][2]string{{m[0], "kubernetesVersion: " + release + "\netcd:\n  local:\n    imageTag: " + etcd + "\ndns:\n  imageTag: " + dns + "\n"}}, nil
 }
 
 // Join makes a node a worker with the project's join.yaml, filled in with

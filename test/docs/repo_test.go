@@ -135,3 +135,61 @@ func TestTheReleaseIsNamedOnce(t *testing.T) {
 		t.Errorf("test/release's -version default is not %s", tag)
 	}
 }
+
+// TestTheKubernetesVersionsTableIsTheTestedOnes: the README's table names
+// the release each minor is tested with, as the Makefile builds it (the
+// newest's K8S_VERSION, each older minor's RELEASE_OF_), and every older
+// minor has its module in hack/tools and its row.
+func TestTheKubernetesVersionsTableIsTheTestedOnes(t *testing.T) {
+	root := framework.RepoRoot()
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := regexp.MustCompile(`(?m)^K8S_VERSION := (v1\.(\d+)\.\d+)$`).FindSubmatch(makefile)
+	if newest == nil {
+		t.Fatal("the Makefile names no K8S_VERSION := v1.N.P")
+	}
+	want := map[string]string{"1." + string(newest[2]): string(newest[1])}
+	minors := regexp.MustCompile(`(?m)^MINORS := (.+)$`).FindSubmatch(makefile)
+	if minors == nil {
+		t.Fatal("the Makefile names no MINORS")
+	}
+	for _, m := range strings.Fields(string(minors[1])) {
+		r := regexp.MustCompile(`(?m)^RELEASE_OF_` + regexp.QuoteMeta(m) + ` := (v\S+)$`).FindSubmatch(makefile)
+		if r == nil {
+			t.Errorf("MINORS has %s but the Makefile has no RELEASE_OF_%s", m, m)
+			continue
+		}
+		want[m] = string(r[1])
+		mod, err := os.ReadFile(filepath.Join(root, "hack", "tools", "k8s-"+m, "go.mod"))
+		if err != nil {
+			t.Errorf("minor %s: %v", m, err)
+		} else if !strings.Contains(string(mod), "\tk8s.io/kubernetes "+string(r[1])+"\n") {
+			t.Errorf("hack/tools/k8s-%s/go.mod does not require k8s.io/kubernetes %s", m, r[1])
+		}
+	}
+	rows := regexp.MustCompile(`(?m)^\| (1\.\d+) \| (v1\.\d+\.\d+) \|`).FindAllStringSubmatch(string(readme), -1)
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r[1]] = r[2]
+	}
+	if len(got) != len(want) {
+		t.Errorf("README's Kubernetes versions table has %v, the Makefile tests %v", got, want)
+	}
+	for m, v := range want {
+		if got[m] != v {
+			t.Errorf("README's row for %s says %q, the Makefile tests %s", m, got[m], v)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, "hack", "tools", "k8s-*"))
+	for _, d := range dirs {
+		if m := strings.TrimPrefix(filepath.Base(d), "k8s-"); want[m] == "" {
+			t.Errorf("%s is the module of minor %s, which MINORS does not test", d, m)
+		}
+	}
+}

@@ -54,8 +54,19 @@ func RepoRoot() string {
 	}
 }
 
-// ToolsBin is where `make tools` puts kube-apiserver, etcd, kubectl and kubeadm.
-func ToolsBin() string { return filepath.Join(RepoRoot(), "hack", "tools", "bin") }
+// ToolsBin is where `make tools` puts kube-apiserver, etcd, kubectl and
+// kubeadm, or BAREMETAL_TOOLS_BIN: make minors-test names there an older
+// Kubernetes minor's (hack/tools/bin/k8s-1.NN), and every test then runs
+// that minor's control plane, kubelets, kubeadm and e2e.test.
+func ToolsBin() string {
+	if d := os.Getenv("BAREMETAL_TOOLS_BIN"); d != "" {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(RepoRoot(), d)
+		}
+		return d
+	}
+	return filepath.Join(RepoRoot(), "hack", "tools", "bin")
+}
 
 // EnsureTools builds the test control plane (kube-apiserver and etcd) if
 // it is not built yet.
