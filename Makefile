@@ -24,6 +24,14 @@ LDFLAGS := -s -w \
 
 
 
+# Every go command here (builds, tests, vet, go run) compiles with the same
+# settings as the release's build, static and with trimmed paths, so that
+# a package is compiled once for all of them: a test binary built with cgo
+# would compile net, and everything above it (most of k8s.io), a second
+# time.
+export CGO_ENABLED := 0
+export GOFLAGS := -trimpath $(shell go env GOFLAGS 2>/dev/null)
+
 # How many inputs `make test` tries on each fuzz target (about 10 s each
 # here); longer: make fuzz FUZZTIME=1000000x. A count, not a duration: Go
 # 1.26's fuzzing coordinator can fail a duration run at its deadline with
@@ -46,10 +54,12 @@ control-plane: $(CONTROL_PLANE)
 tools: $(CONTROL_PLANE) $(CLIENTS)
 
 # They report the release they are built from (kubeadm checks the versions
-# of what it runs against its own).
+# of what it runs against its own); without a symbol table and DWARF, as
+# upstream builds its releases (the link is quicker and nothing here
+# debugs them).
 # -trimpath and CGO_ENABLED=0 as the CCM's build: the packages they have in
 # common with it (most of k8s.io) are then compiled once for all of them.
-TOOLS_LDFLAGS := -trimpath -ldflags '-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean'
+TOOLS_LDFLAGS := -trimpath -ldflags '-s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean'
 
 # Static, as the same binaries go into the real-cluster tests' images.
 $(CONTROL_PLANE) &: hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
@@ -166,11 +176,11 @@ AGNHOST_OF_1.35 := 2.59
 MINOR_KUBE := kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
 MINOR_TOOLS := $(foreach m,$(MINORS),$(TOOLS_BIN)/k8s-$(m)/.built)
 minor-tools: $(MINOR_TOOLS)
-$(TOOLS_BIN)/k8s-%/.built: hack/tools/k8s-%/go.mod hack/tools/k8s-%/go.sum tools node-tools cluster-images e2e-tools
+$(TOOLS_BIN)/k8s-%/.built: hack/tools/k8s-%/go.mod hack/tools/k8s-%/go.sum | tools node-tools cluster-images e2e-tools
 	$(eval M := $*)
 	$(eval V := $(RELEASE_OF_$(M)))
 	$(eval D := $(TOOLS_BIN)/k8s-$(M))
-	$(eval FLAGS := -trimpath -ldflags '-X k8s.io/component-base/version.gitVersion=$(V) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(M))) -X k8s.io/component-base/version.gitTreeState=clean')
+	$(eval FLAGS := -trimpath -ldflags '-s -w -X k8s.io/component-base/version.gitVersion=$(V) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(M))) -X k8s.io/component-base/version.gitTreeState=clean')
 	mkdir -p $(D)/images
 	cd hack/tools/k8s-$(M) && CGO_ENABLED=0 $(GO) build $(FLAGS) -o ../bin/k8s-$(M)/ $(addprefix k8s.io/kubernetes/cmd/,$(MINOR_KUBE)) k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo
 	cd hack/tools/k8s-$(M) && CGO_ENABLED=0 $(GO) test -c $(FLAGS) -o ../bin/k8s-$(M)/e2e.test k8s.io/kubernetes/test/e2e
