@@ -59,10 +59,12 @@ func TestPowerFromBMCs(t *testing.T) {
 		return true, ""
 	})
 
-	// A login and a question to a BMC on the same host take milliseconds:
-	// none may wait on a step the BMC does not answer.
-	if m := suite.Metrics(t, ccm); metricLine(m, `baremetal_bmc_request_duration_seconds_bucket{protocol="ipmi",le="0.25"}`) != metricLine(m, `baremetal_bmc_request_duration_seconds_count{protocol="ipmi"}`) {
-		t.Errorf("IPMI questions over 250ms:\n%s", grepLines(m, `baremetal_bmc_request_duration_seconds`))
+	// A login and a question to a BMC on the same host take milliseconds
+	// (up to 0.5 s on two busy cores): none may wait on a step the BMC
+	// does not answer, which costs a whole timeout (the cipher-suite
+	// probe's made a login 3.3 s).
+	if m := suite.Metrics(t, ccm); metricLine(m, `baremetal_bmc_request_duration_seconds_bucket{protocol="ipmi",le="1"}`) != metricLine(m, `baremetal_bmc_request_duration_seconds_count{protocol="ipmi"}`) {
+		t.Errorf("IPMI questions over 1s:\n%s", grepLines(m, `baremetal_bmc_request_duration_seconds`))
 	}
 
 	sims["pw-dark"].Stop()
