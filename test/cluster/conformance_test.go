@@ -54,7 +54,7 @@ func upstreamE2E(t *testing.T) {
 	start := time.Now()
 	dir := filepath.Join(lab.Dir, "e2e")
 	focus := LoadBalancerCI + "|" + DualStackCI
-	err := lab.RunE2E(focus, dir, 1, 40*time.Minute, io.MultiWriter(&out, os.Stdout))
+	err = lab.RunE2E(focus, dir, 1, 40*time.Minute, io.MultiWriter(&out, os.Stdout))
 	t.Logf("e2e.test ran %s", time.Since(start).Round(time.Second))
 	if err != nil {
 		t.Errorf("upstream's specs failed: %v (ginkgo's output above; JUnit report in %s)", err, dir)
