@@ -95,6 +95,13 @@ func newCommand(stop <-chan struct{}) *cobra.Command {
 
 	command := app.NewCloudControllerManagerCommand(opts, initCloud, controllerInitializers(pvLabel), names.CCMControllerAliases(), fss, stop)
 	command.Use = commandName
+	run := command.RunE
+	command.RunE = func(cmd *cobra.Command, args []string) error {
+		if f := cmd.Flags().Lookup("version"); f == nil || f.Value.String() == "false" {
+			waitForAPIServer(context.Background(), opts.Master, opts.Generic.ClientConnection.Kubeconfig, apiServerWait)
+		}
+		return run(cmd, args)
+	}
 	subcommands := []*cobra.Command{validateCommand(), convertMetalLBCommand()}
 	for _, sub := range subcommands {
 		ownHelp(sub)
