@@ -173,6 +173,10 @@ RELEASE_OF_1.36 := v1.36.3
 RELEASE_OF_1.35 := v1.35.4
 AGNHOST_OF_1.36 := 2.63.0
 AGNHOST_OF_1.35 := 2.59
+# The chart's tests apply it as rendered with its defaults, which include
+# the finalizer policy; 1.35 has no MutatingAdmissionPolicy (the chart
+# refuses it there: TestHelmChartDayTwo).
+INTEGRATION_SKIP_OF_1.35 := TestHelmChart
 MINOR_KUBE := kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
 MINOR_TOOLS := $(foreach m,$(MINORS),$(TOOLS_BIN)/k8s-$(m)/.built)
 minor-tools: $(MINOR_TOOLS)
@@ -261,7 +265,7 @@ minors-test: $(MINOR_TOOLS) build $(HELM) previous
 	test -f $(DIST)/SHA256SUMS || $(MAKE) release VERSION=$(RELEASE)
 	for m in $(MINORS); do \
 		echo "== Kubernetes $$m"; \
-		BAREMETAL_TOOLS_BIN=$(TOOLS_BIN)/k8s-$$m $(GO) test -count=1 -timeout 20m ./test/integration/... || exit 1; \
+		BAREMETAL_TOOLS_BIN=$(TOOLS_BIN)/k8s-$$m $(GO) test -count=1 -timeout 20m $$(case $$m in 1.35) echo -skip '$(INTEGRATION_SKIP_OF_1.35)';; esac) ./test/integration/... || exit 1; \
 		BAREMETAL_TOOLS_BIN=$(TOOLS_BIN)/k8s-$$m $(GO) test -count=1 -timeout 40m -run '$(MINORS_CLUSTER_TESTS)' ./test/cluster/ || exit 1; \
 	done
 
