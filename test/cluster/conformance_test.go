@@ -26,7 +26,7 @@ import (
 var focusSpecs = map[int]int{37: 10, 36: 7, 35: 6}
 
 func upstreamE2E(t *testing.T) {
-	minor, err := lab.ServerMinor()
+	minor, err := framework.ServerMinor(lab.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -135,9 +134,9 @@ func (l *Lab) InstallStaticPodPrerequisites() error { return l.install("deploy/s
 
 func (l *Lab) install(rights string) error {
 	files := []string{rights, "deploy/load-balancer-finalizer.yaml"}
-	if minor, err := l.ServerMinor(); err != nil {
+	if has, err := framework.ServesFinalizerPolicy(l.Admin); err != nil {
 		return err
-	} else if minor < 36 {
+	} else if !has {
 		files = files[:1] // install.md: the policy needs 1.36; leave it out before
 	}
 	for _, f := range files {
@@ -150,16 +149,6 @@ func (l *Lab) install(rights string) error {
 		}
 	}
 	return nil
-}
-
-// ServerMinor is the Kubernetes minor the lab's API server runs (an older
-// one's under make minors-test).
-func (l *Lab) ServerMinor() (int, error) {
-	v, err := l.Admin.Discovery().ServerVersion()
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
 }
 
 // InstallDeployment runs the CCM as the README's kubeadm section does: the

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloud-provider-baremetal/cloud-provider-baremetal/pkg/config/configtest"
 )
@@ -106,15 +107,27 @@ func (c *Cluster) Install() error {
 }
 
 // HasFinalizerPolicy says whether the API server takes
-// deploy/load-balancer-finalizer.yaml: a MutatingAdmissionPolicy, GA in
-// Kubernetes 1.36 (make minors-test runs 1.35 too).
+// deploy/load-balancer-finalizer.yaml (make minors-test runs 1.35 too).
 func (c *Cluster) HasFinalizerPolicy() bool {
-	v, err := c.Admin.Discovery().ServerVersion()
+	has, err := ServesFinalizerPolicy(c.Admin)
+	return has || err != nil // on an error, the apply then says what is wrong
+}
+
+// ServesFinalizerPolicy says whether an API server takes
+// deploy/load-balancer-finalizer.yaml: a MutatingAdmissionPolicy, GA in
+// Kubernetes 1.36 (install.md leaves it out before).
+func ServesFinalizerPolicy(client kubernetes.Interface) (bool, error) {
+	minor, err := ServerMinor(client)
+	return minor >= 36, err
+}
+
+// ServerMinor is the Kubernetes minor an API server runs.
+func ServerMinor(client kubernetes.Interface) (int, error) {
+	v, err := client.Discovery().ServerVersion()
 	if err != nil {
-		return true // the apply then says what is wrong
+		return 0, err
 	}
-	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
-	return err != nil || minor >= 36
+	return strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
 }
 
 // LBFinalizer is the upstream service controller's cleanup finalizer.
